@@ -1,0 +1,46 @@
+# Narwhal measurement tools. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+UV_VERSION := 0.13.8
+# Use uv from PATH when there is one, else the pinned copy `make setup` installs into .tools/ (git-ignored).
+UV ?= $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/uv/bin/uv)
+PYTHON ?= python3
+VENV := .venv
+export UV_PYTHON_DOWNLOADS := never
+export UV_PYTHON := $(PYTHON)
+
+.PHONY: help setup lint format typecheck pytest test build demo bench bench-clients clean
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(UV):
+	@echo "installing uv $(UV_VERSION) into .tools/uv (no uv on PATH)"
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target .tools/uv "uv==$(UV_VERSION)"
+
+setup: $(UV) ## Create .venv with every workspace package (installs a pinned uv when none is on PATH)
+	@$(UV) sync --all-packages --frozen --quiet
+	@echo "ready: $(VENV) holds every narwhal package"
+
+lint: setup ## ruff check and format check
+	$(VENV)/bin/ruff check packages tests tools
+	$(VENV)/bin/ruff format --check packages tests tools
+
+format: setup ## Apply ruff fixes and formatting
+	$(VENV)/bin/ruff check --fix packages tests tools
+	$(VENV)/bin/ruff format packages tests tools
+
+typecheck: setup ## mypy --strict on every package's sources and tools/
+	$(VENV)/bin/mypy packages/*/src tools
+
+pytest: setup ## Run the test suite only
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest ## Lint, type checks and the whole test suite (what CI runs)
+
+build: setup ## Build every package's sdist and wheel into dist/
+	$(UV) build --all-packages --quiet
+
+clean: ## Remove build and cache folders (keeps .venv)
+	rm -rf dist .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,3 @@
+"""narwhal_engine_client."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""narwhal_fit."""
+
+__all__: list[str] = []

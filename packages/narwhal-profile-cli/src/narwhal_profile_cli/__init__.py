@@ -1,0 +1,3 @@
+"""narwhal_profile_cli."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""narwhal_sim."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""narwhal_store."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""narwhal_trial."""
+
+__all__: list[str] = []
