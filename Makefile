@@ -39,6 +39,13 @@ pytest: setup ## Run the test suite only
 
 test: lint typecheck pytest ## Lint, type checks and the whole test suite (what CI runs)
 
+demo: setup ## Start a simulated fleet, profile it, run the trial at 0.5 then 1 req/s, reconcile, stop (FULL=1: 200 requests)
+	$(VENV)/bin/python tools/demo.py
+
+bench: setup ## Benchmarks (not part of `make test`): simulator overhead and trial-client fidelity
+	$(VENV)/bin/python bench/sim_bench.py
+	$(VENV)/bin/python bench/trial_fidelity.py
+
 build: setup ## Build every package's sdist and wheel into dist/
 	$(UV) build --all-packages --quiet
 
