@@ -1,0 +1,226 @@
+"""EngineClient: one async HTTP client for one vLLM engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from narwhal_engine_client._errors import (
+    EngineClientError,
+    EngineConnectError,
+    EngineProtocolError,
+    EngineTimeoutError,
+    http_error,
+)
+from narwhal_engine_client._metrics import MetricsSnapshot
+from narwhal_engine_client._replies import (
+    ModelCard,
+    TokenizeResult,
+    decode_json,
+    parse_detokenize,
+    parse_models,
+    parse_tokenize,
+    parse_version,
+)
+from narwhal_engine_client._stream import StreamRecord, run_stream
+
+_JSON = {"Content-Type": "application/json"}
+
+
+class EngineClient:
+    """An async client for one engine; owns one ``httpx.AsyncClient`` (use ``async with`` or
+    ``aclose``).
+
+    ``api_key`` is sent as ``Authorization: Bearer ...`` on every request and kept only inside the
+    httpx client's headers: it is never in ``repr``, in errors or in records. ``timeout_s`` bounds
+    each network operation and, by default, each whole request; ``connect_timeout_s`` bounds
+    connecting. ``clock_ns`` is the monotonic clock of every StreamRecord time.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 600.0,
+        max_connections: int = 256,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock_ns: Callable[[], int] = time.perf_counter_ns,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        if not (timeout_s > 0 and connect_timeout_s > 0):
+            raise ValueError("timeouts must be positive")
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._clock_ns = clock_ns
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._has_key = bool(api_key)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s)),
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            transport=transport,
+            follow_redirects=False,
+            trust_env=False,
+        )
+
+    @classmethod
+    def from_env(cls, base_url: str, api_key_env: str | None, **kw: Any) -> EngineClient:
+        """Build a client whose key comes from the variable ``api_key_env`` (None: no key).
+
+        A named variable that is unset or empty is an EngineClientError naming the variable (not a
+        value).
+        """
+        key: str | None = None
+        if api_key_env is not None:
+            key = os.environ.get(api_key_env)
+            if not key:
+                raise EngineClientError(
+                    f"environment variable {api_key_env} (api_key_env for {base_url}) is not set"
+                )
+        return cls(base_url, api_key=key, **kw)
+
+    def __repr__(self) -> str:
+        return (
+            f"EngineClient(base_url={self.base_url!r}, api_key={'set' if self._has_key else None})"
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _call(
+        self, method: str, path: str, *, body: Any = None, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
+        """One non-streaming request; transport errors wrapped, body read in full."""
+        content = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
+        sent = dict(headers or {})
+        if content is not None:
+            sent.update(_JSON)
+        try:
+            return await self._http.request(method, path, content=content, headers=sent)
+        except httpx.TimeoutException as exc:
+            raise EngineTimeoutError(
+                f"{method} {self.base_url}{path} timed out: {type(exc).__name__}"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise EngineConnectError(
+                f"{method} {self.base_url}{path} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise EngineProtocolError(
+                f"{method} {self.base_url}{path}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    async def _json(self, method: str, path: str, *, body: Any = None) -> Any:
+        response = await self._call(method, path, body=body)
+        if response.status_code != 200:
+            raise http_error(response.status_code, response.content, response.reason_phrase)
+        return decode_json(response.content, f"{method} {path}")
+
+    async def health(self) -> int:
+        """``GET /health``: the HTTP status (200 is healthy). Raises only on transport errors."""
+        return (await self._call("GET", "/health")).status_code
+
+    async def version(self) -> str:
+        """``GET /version``: the engine's version string."""
+        return parse_version(await self._json("GET", "/version"))
+
+    async def models(self) -> list[ModelCard]:
+        """``GET /v1/models``: one card per served model name."""
+        return parse_models(await self._json("GET", "/v1/models"))
+
+    async def tokenize(
+        self, prompt: str, *, model: str | None = None, add_special_tokens: bool = False
+    ) -> TokenizeResult:
+        """``POST /tokenize``: token ids and the live ``max_model_len`` (a positive int, else an
+        error).
+        """
+        body: dict[str, Any] = {"prompt": prompt, "add_special_tokens": add_special_tokens}
+        if model is not None:
+            body["model"] = model
+        return parse_tokenize(await self._json("POST", "/tokenize", body=body))
+
+    async def detokenize(self, tokens: Sequence[int], *, model: str | None = None) -> str:
+        """``POST /detokenize``: the text of ``tokens``."""
+        body: dict[str, Any] = {"tokens": [int(t) for t in tokens]}
+        if model is not None:
+            body["model"] = model
+        return parse_detokenize(await self._json("POST", "/detokenize", body=body))
+
+    async def metrics(self) -> MetricsSnapshot:
+        """``GET /metrics``, parsed."""
+        response = await self._call("GET", "/metrics")
+        if response.status_code != 200:
+            raise http_error(response.status_code, response.content, response.reason_phrase)
+        return MetricsSnapshot.from_text(response.text)
+
+    async def complete(
+        self, body: Mapping[str, Any], *, request_id: str | None = None
+    ) -> dict[str, Any]:
+        """Non-streaming ``POST /v1/completions``; the JSON answer. EngineHTTPError on non-200."""
+        path = "/v1/completions"
+        extra = {"X-Request-Id": request_id} if request_id is not None else None
+        response = await self._call("POST", path, body=dict(body), headers=extra)
+        if response.status_code != 200:
+            raise http_error(response.status_code, response.content, response.reason_phrase)
+        doc = decode_json(response.content, f"POST {path}")
+        if not isinstance(doc, dict):
+            raise EngineProtocolError(f"POST {path}: expected a JSON object")
+        return doc
+
+    async def stream_completion(
+        self,
+        body: bytes | Mapping[str, Any],
+        *,
+        request_id: str,
+        timeout_s: float | None = None,
+        keep_token_ids: bool = False,
+    ) -> StreamRecord:
+        """Stream one completion; request-level failures land in ``StreamRecord.error``.
+
+        ``body`` is best built with ``completion_body`` (bytes); a mapping is encoded here, before
+        the clock starts. ``timeout_s`` is the whole-request deadline (default: the client's
+        ``timeout_s``). ``X-Request-Id: request_id`` is always sent.
+        """
+        if isinstance(body, bytes):
+            content = body
+        else:
+            content = json.dumps(dict(body), separators=(",", ":"), allow_nan=False).encode()
+        request = self._http.build_request(
+            "POST",
+            "/v1/completions",
+            content=content,
+            headers={"Content-Type": "application/json", "X-Request-Id": request_id},
+        )
+        return await run_stream(
+            self._http,
+            request,
+            request_id=request_id,
+            clock_ns=self._clock_ns,
+            deadline_s=self.timeout_s if timeout_s is None else timeout_s,
+            keep_token_ids=keep_token_ids,
+            bytes_sent=len(content),
+        )

@@ -1,0 +1,161 @@
+"""Fixtures for narwhal_engine_client tests: SSE payloads in the vLLM 0.11 and 0.33 layouts."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+import httpx
+import pytest
+
+BASE = "http://engine.test"
+
+
+class ChunkStream(httpx.AsyncByteStream):
+    """A response body delivered as separate network reads (one per item)."""
+
+    def __init__(self, parts: Iterable[bytes], fail_with: Exception | None = None) -> None:
+        self.parts = list(parts)
+        self.fail_with = fail_with
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            yield part
+        if self.fail_with is not None:
+            raise self.fail_with
+
+
+def event(obj: Any) -> bytes:
+    """One SSE event, compact like pydantic's model_dump_json."""
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def chunk_011(
+    text: str,
+    *,
+    finish: str | None = None,
+    prompt_ids: list[int] | None = None,
+    token_ids: list[int] | None = None,
+) -> bytes:
+    """A 0.11 content chunk (exclude_unset=False): ``usage: null``, every choice field present."""
+    return event(
+        {
+            "id": "cmpl-r1",
+            "object": "text_completion",
+            "created": 1700000000,
+            "model": "llama",
+            "choices": [
+                {
+                    "index": 0,
+                    "text": text,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "stop_reason": None,
+                    "prompt_token_ids": prompt_ids,
+                    "token_ids": token_ids,
+                }
+            ],
+            "usage": None,
+        }
+    )
+
+
+def chunk_033(
+    text: str,
+    *,
+    finish: str | None = None,
+    token_ids: list[int] | None = None,
+    usage: dict[str, int] | None = None,
+    fingerprint: bool = False,
+) -> bytes:
+    """A 0.33 content chunk (exclude_unset=True): no ``usage`` key unless continuous stats."""
+    obj: dict[str, Any] = {
+        "id": "cmpl-r1",
+        "object": "text_completion",
+        "created": 1700000000,
+        "model": "llama",
+        "choices": [
+            {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": finish,
+                "stop_reason": None,
+                "prompt_token_ids": None,
+                "token_ids": token_ids,
+                "weight_versions": None,
+            }
+        ],
+        "kv_transfer_params": None,
+    }
+    if usage is not None:
+        obj["usage"] = usage
+    if fingerprint:
+        obj["system_fingerprint"] = "vllm-0.33.0-abcd1234"
+    return event(obj)
+
+
+def usage_chunk(prompt: int, completion: int) -> bytes:
+    """The separate usage chunk: ``choices: []`` and the totals."""
+    return event(
+        {
+            "id": "cmpl-r1",
+            "object": "text_completion",
+            "created": 1700000000,
+            "model": "llama",
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt,
+                "total_tokens": prompt + completion,
+                "completion_tokens": completion,
+            },
+        }
+    )
+
+
+@pytest.fixture
+def fake_clock() -> Callable[[], int]:
+    """A clock returning 1000, 2000, 3000, ... nanoseconds, one step per call."""
+    counter = itertools.count(1000, 1000)
+    return lambda: next(counter)
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+class Sse:
+    """The payload builders, handed to tests through the ``sse`` fixture."""
+
+    event = staticmethod(event)
+    chunk_011 = staticmethod(chunk_011)
+    chunk_033 = staticmethod(chunk_033)
+    usage_chunk = staticmethod(usage_chunk)
+    DONE = DONE
+    BASE = BASE
+
+    @staticmethod
+    def response(parts: Iterable[bytes], fail_with: Exception | None = None) -> httpx.Response:
+        """An HTTP 200 SSE response whose body arrives as the given reads."""
+        return httpx.Response(
+            200,
+            headers={"content-type": "text/event-stream"},
+            stream=ChunkStream(parts, fail_with),
+        )
+
+
+@pytest.fixture
+def sse() -> type[Sse]:
+    """SSE payload builders (0.11 and 0.33 layouts) and a streaming response factory."""
+    return Sse
