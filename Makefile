@@ -17,7 +17,7 @@ help: ## List the targets
 
 $(UV):
 	@echo "installing uv $(UV_VERSION) into .tools/uv (no uv on PATH)"
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target .tools/uv "uv==$(UV_VERSION)"
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target .tools/uv "uv==$(UV_VERSION)"
 
 setup: $(UV) ## Create .venv with every workspace package (installs a pinned uv when none is on PATH)
 	@$(UV) sync --all-packages --frozen --quiet

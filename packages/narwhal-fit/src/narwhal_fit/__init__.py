@@ -1,3 +1,58 @@
-"""narwhal_fit."""
+"""narwhal_fit: latency models for LLM inference engines.
 
-__all__: list[str] = []
+Two fit forms, both least squares on relative error (weights 1/y) with non-negative
+coefficients, solved by NNLS:
+
+* ``ttft-quadratic-v1`` (:func:`fit_prefill`): ``ttft_s(L) = a + b*L + c*L**2`` on per-length
+  median TTFTs, checked by :func:`gate_prefill` (mean <= 0.20, worst point <= 0.50).
+* ``tpot-batch-context-v1`` (:func:`fit_decode`): ``tpot_s(n, ctx) = d0 + d1*n + d2*n*ctx`` on
+  decode cohort points built with :func:`decode_window` and :func:`cohort_tpot`.
+
+Fits round-trip through plain dicts (``to_dict``/``from_dict``/:func:`load_fit`). Depends on
+numpy and scipy only.
+"""
+
+from ._decode import DECODE_FORM, DecodeFit, DecodePoint, fit_decode
+from ._errors import FitConvergenceError, FitError, InsufficientDataError, NeedsMoreTokensError
+from ._gate import DEFAULT_MEAN_LIMIT, DEFAULT_WORST_LIMIT, GateVerdict, gate_prefill
+from ._prefill import PREFILL_FORM, PrefillFit, fit_prefill, median_by_length
+from ._registry import FORMS, load_fit
+from ._residuals import PointResidual
+from ._weighted import WEIGHTS
+from ._window import (
+    CohortTpot,
+    DecodeWindow,
+    StreamTimes,
+    cohort_tpot,
+    decode_window,
+    expand_chunks,
+)
+
+__all__ = [
+    "DECODE_FORM",
+    "DEFAULT_MEAN_LIMIT",
+    "DEFAULT_WORST_LIMIT",
+    "FORMS",
+    "PREFILL_FORM",
+    "WEIGHTS",
+    "CohortTpot",
+    "DecodeFit",
+    "DecodePoint",
+    "DecodeWindow",
+    "FitConvergenceError",
+    "FitError",
+    "GateVerdict",
+    "InsufficientDataError",
+    "NeedsMoreTokensError",
+    "PointResidual",
+    "PrefillFit",
+    "StreamTimes",
+    "cohort_tpot",
+    "decode_window",
+    "expand_chunks",
+    "fit_decode",
+    "fit_prefill",
+    "gate_prefill",
+    "load_fit",
+    "median_by_length",
+]

@@ -1,3 +1,41 @@
-"""narwhal_sim."""
+"""narwhal_sim: a vLLM-compatible simulated GPU fleet (engines, shared devices, router, faults).
 
-__all__: list[str] = []
+Library entry points used by tests and benchmarks: the latency presets and the model functions
+(``idle_ttft_s``, ``tpot_s``) that the simulated engines follow; ``narwhal_sim.testing`` starts a
+fleet as a subprocess. The command is ``narwhal-sim`` (``python -m narwhal_sim``).
+"""
+
+from ._errors import SimConfigError, SimError, SimStartError
+from ._faults import Faults, HttpErrorFault
+from ._presets import (
+    DEFAULT_PRESET,
+    Preset,
+    decode_step_s,
+    get_preset,
+    idle_ttft_s,
+    prefill_chunk_s,
+    presets,
+    tpot_s,
+)
+from ._tokenizer import BOS_ID, EOS_ID, VOCAB_SIZE, decode, encode
+
+__all__ = [
+    "BOS_ID",
+    "DEFAULT_PRESET",
+    "EOS_ID",
+    "VOCAB_SIZE",
+    "Faults",
+    "HttpErrorFault",
+    "Preset",
+    "SimConfigError",
+    "SimError",
+    "SimStartError",
+    "decode",
+    "decode_step_s",
+    "encode",
+    "get_preset",
+    "idle_ttft_s",
+    "prefill_chunk_s",
+    "presets",
+    "tpot_s",
+]

@@ -1,3 +1,122 @@
-"""narwhal_store."""
+"""narwhal_store: profile stores, sample sidecars, fleet and limits files.
 
-__all__: list[str] = []
+Strict pydantic models for the four file formats (``narwhal.fleet``, ``narwhal.limits``,
+``narwhal.profiles``, ``narwhal.samples``), loaders whose errors name the file and the JSON path,
+canonical JSON and SHA-256 provenance, crash-safe symlink-refusing writes of a store with its
+sidecar, verified reads, merges and JSON Schemas. Depends on pydantic and orjson only.
+"""
+
+from narwhal_store._atomic import check_folder
+from narwhal_store._canonical import canonical_json, sha256_file, sha256_hex
+from narwhal_store._errors import (
+    DestinationError,
+    FormatError,
+    IntegrityError,
+    MergeError,
+    StoreError,
+)
+from narwhal_store._fields import PENDING_SHA256, Generator
+from narwhal_store._fleet import (
+    EngineContract,
+    EngineEntry,
+    FleetConfig,
+    LoadedFleet,
+    ProfilesSection,
+    SharedDevice,
+    load_fleet,
+    profile_key,
+    role_split,
+)
+from narwhal_store._limits import EngineLimits, LimitsFile, load_limits
+from narwhal_store._merge import evidence_problem, merge_stores
+from narwhal_store._paths import sidecar_path
+from narwhal_store._profiles import (
+    DECODE_FORM,
+    PREFILL_FORM,
+    Binding,
+    Colocation,
+    DecodeFitDoc,
+    EngineFacts,
+    FitDoc,
+    PrefillFitDoc,
+    Profile,
+    ProfileKey,
+    ProfileStore,
+    SamplesRef,
+)
+from narwhal_store._read import LoadedStore, read_sidecar, read_store, samples_digest
+from narwhal_store._samples import (
+    AppliedLimits,
+    DecodeSample,
+    DecodeStream,
+    Evidence,
+    NeighbourRecord,
+    PrefillSample,
+    ProfileSamples,
+    SamplesSidecar,
+    Source,
+    SweepSettings,
+)
+from narwhal_store._schemas import json_schemas, write_schemas
+from narwhal_store._write import WrittenStore, check_destination, dump_document, write_store
+
+__all__ = [
+    "DECODE_FORM",
+    "PENDING_SHA256",
+    "PREFILL_FORM",
+    "AppliedLimits",
+    "Binding",
+    "Colocation",
+    "DecodeFitDoc",
+    "DecodeSample",
+    "DecodeStream",
+    "DestinationError",
+    "EngineContract",
+    "EngineEntry",
+    "EngineFacts",
+    "EngineLimits",
+    "Evidence",
+    "FitDoc",
+    "FleetConfig",
+    "FormatError",
+    "Generator",
+    "IntegrityError",
+    "LimitsFile",
+    "LoadedFleet",
+    "LoadedStore",
+    "MergeError",
+    "NeighbourRecord",
+    "PrefillFitDoc",
+    "PrefillSample",
+    "Profile",
+    "ProfileKey",
+    "ProfileSamples",
+    "ProfileStore",
+    "ProfilesSection",
+    "SamplesRef",
+    "SamplesSidecar",
+    "SharedDevice",
+    "Source",
+    "StoreError",
+    "SweepSettings",
+    "WrittenStore",
+    "canonical_json",
+    "check_destination",
+    "check_folder",
+    "dump_document",
+    "evidence_problem",
+    "json_schemas",
+    "load_fleet",
+    "load_limits",
+    "merge_stores",
+    "profile_key",
+    "read_sidecar",
+    "read_store",
+    "role_split",
+    "samples_digest",
+    "sha256_file",
+    "sha256_hex",
+    "sidecar_path",
+    "write_schemas",
+    "write_store",
+]
