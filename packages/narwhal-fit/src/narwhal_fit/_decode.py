@@ -1,0 +1,243 @@
+"""The decode form ``tpot-batch-context-v1``: ``tpot_s(n, ctx) = d0 + d1*n + d2*n*ctx``, all >= 0.
+
+``n`` is the cohort's concurrency (streams decoding together) and ``ctx`` the mean context per
+stream inside the measured window: input tokens + mean output position (see ``cohort_tpot``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._document import check_keys, get_int, get_list, get_mapping, get_number, read_header
+from ._errors import FitError, InsufficientDataError
+from ._inputs import positive_int, positive_time
+from ._residuals import (
+    PointResidual,
+    build_residuals,
+    check_predictions,
+    check_summary,
+    summarize,
+)
+from ._weighted import METHOD, WEIGHTS, nnls_relative
+
+__all__ = ["DECODE_FORM", "DecodeFit", "DecodePoint", "fit_decode"]
+
+DECODE_FORM: Final = "tpot-batch-context-v1"
+"""Form name of the decode fit: ``tpot_s(n, ctx) = d0 + d1*n + d2*n*ctx``, coefficients >= 0."""
+
+FIT_VERSION: Final = 1
+_COEFFICIENTS: Final = ("d0", "d1", "d2")
+_X_NAMES: Final = ["concurrency", "ctx"]
+_KEYS: Final = (
+    "form",
+    "fit_version",
+    "weights",
+    "method",
+    "x_names",
+    "coefficients",
+    "domain",
+    "residuals",
+    "mean_rel_error",
+    "worst_rel_error",
+    "worst_point",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodePoint:
+    """One decode cohort: ``concurrency`` streams, mean context ``ctx`` tokens, TPOT in seconds.
+
+    ``input_len`` (optional) is the cohort's prompt length; when every point gives it, the fit's
+    domain lists the distinct input lengths.
+    """
+
+    concurrency: int
+    ctx: float
+    tpot_s: float
+    input_len: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeFit:
+    """A fitted ``tpot-batch-context-v1`` model (seconds).
+
+    ``coefficients`` is ``{"d0", "d1", "d2"}``: seconds, seconds/stream, seconds/(stream*token).
+    ``domain`` is ``{"concurrency": [...], "ctx_min", "ctx_max"}`` plus ``"input_lens"`` when
+    the points carried them. ``residuals`` hold one entry per point with ``x = (n, ctx)``.
+    """
+
+    form: ClassVar[str] = DECODE_FORM
+
+    coefficients: dict[str, float]
+    domain: dict[str, Any]
+    residuals: tuple[PointResidual, ...]
+    mean_rel_error: float
+    worst_rel_error: float
+    worst_point: tuple[float, ...]
+
+    def predict(self, concurrency: float, ctx: float) -> float:
+        """Predicted TPOT in seconds for ``concurrency`` streams at mean context ``ctx`` tokens."""
+        c = self.coefficients
+        n = float(concurrency)
+        return c["d0"] + c["d1"] * n + c["d2"] * n * float(ctx)
+
+    def predict_many(self, concurrency: ArrayLike, ctx: ArrayLike) -> NDArray[np.float64]:
+        """Predicted TPOTs in seconds; ``concurrency`` and ``ctx`` broadcast against each other."""
+        n = np.asarray(concurrency, dtype=np.float64)
+        x = np.asarray(ctx, dtype=np.float64)
+        c = self.coefficients
+        return np.asarray(c["d0"] + c["d1"] * n + c["d2"] * n * x, dtype=np.float64)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (str, int, float, list, dict only); :meth:`from_dict` reads it."""
+        domain: dict[str, Any] = {
+            "concurrency": list(self.domain["concurrency"]),
+            "ctx_min": self.domain["ctx_min"],
+            "ctx_max": self.domain["ctx_max"],
+        }
+        if "input_lens" in self.domain:
+            domain["input_lens"] = list(self.domain["input_lens"])
+        return {
+            "form": DECODE_FORM,
+            "fit_version": FIT_VERSION,
+            "weights": WEIGHTS,
+            "method": METHOD,
+            "x_names": list(_X_NAMES),
+            "coefficients": {k: self.coefficients[k] for k in _COEFFICIENTS},
+            "domain": domain,
+            "residuals": [r.to_dict() for r in self.residuals],
+            "mean_rel_error": self.mean_rel_error,
+            "worst_rel_error": self.worst_rel_error,
+            "worst_point": list(self.worst_point),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DecodeFit:
+        """Read a document written by :meth:`to_dict`; a malformed one raises :class:`FitError`."""
+        where = "decode fit"
+        coefficients = read_header(
+            d,
+            where,
+            form=DECODE_FORM,
+            fit_version=FIT_VERSION,
+            weights=WEIGHTS,
+            method=METHOD,
+            x_names=_X_NAMES,
+            keys=_KEYS,
+            coefficients=_COEFFICIENTS,
+        )
+        residuals = tuple(
+            PointResidual.from_dict(r, f"{where}.residuals[{i}]", arity=2)
+            for i, r in enumerate(get_list(d, "residuals", where))
+        )
+        raw_domain = get_mapping(d, "domain", where)
+        check_keys(
+            raw_domain,
+            f"{where}.domain",
+            required=("concurrency", "ctx_min", "ctx_max"),
+            optional=("input_lens",),
+        )
+        input_lens: list[int] | None = None
+        if "input_lens" in raw_domain:
+            input_lens = [
+                get_int(v, f"{where}.domain.input_lens[{i}]", minimum=1)
+                for i, v in enumerate(get_list(raw_domain, "input_lens", f"{where}.domain"))
+            ]
+        for i, r in enumerate(residuals):
+            get_int(r.x[0], f"{where}.residuals[{i}].x[0]", minimum=1)
+        domain = _domain([(int(r.x[0]), float(r.x[1])) for r in residuals], input_lens)
+        for key in ("concurrency", "ctx_min", "ctx_max"):
+            stored = raw_domain[key]
+            if key != "concurrency":
+                stored = get_number(stored, f"{where}.domain.{key}")
+            if stored != domain[key]:
+                raise FitError(
+                    f"{where}.domain.{key}: {raw_domain[key]!r} disagrees with the residual points"
+                    f" ({domain[key]!r})"
+                )
+        if input_lens is not None and input_lens != domain["input_lens"]:
+            raise FitError(
+                f"{where}.domain.input_lens: expected distinct ascending, got {input_lens}"
+            )
+        mean, worst, worst_point = check_summary(d, where, residuals)
+        fit = cls(
+            coefficients=coefficients,
+            domain=domain,
+            residuals=residuals,
+            mean_rel_error=mean,
+            worst_rel_error=worst,
+            worst_point=worst_point,
+        )
+        check_predictions(residuals, lambda x: fit.predict(x[0], x[1]), where)
+        return fit
+
+
+def _domain(
+    points: Sequence[tuple[int, float]], input_lens: Sequence[int] | None
+) -> dict[str, Any]:
+    if not points:
+        raise FitError("decode fit: no points")
+    ctxs = [ctx for _, ctx in points]
+    domain: dict[str, Any] = {
+        "concurrency": sorted({n for n, _ in points}),
+        "ctx_min": min(ctxs),
+        "ctx_max": max(ctxs),
+    }
+    if input_lens is not None:
+        domain["input_lens"] = sorted(set(input_lens))
+    return domain
+
+
+def fit_decode(points: Sequence[DecodePoint]) -> DecodeFit:
+    """Fit ``tpot-batch-context-v1`` to decode cohort points.
+
+    Least squares on relative error (weights 1/y) with d0, d1, d2 >= 0 (NNLS, deterministic).
+    Points keep their given order in the residuals; repeats of the same (n, ctx) are allowed.
+    Needs at least two distinct concurrencies; every concurrency must be an integer >= 1, every
+    ctx finite and >= 0, every TPOT finite and positive, otherwise
+    :class:`InsufficientDataError` names the value.
+    """
+    ns: list[int] = []
+    ctxs: list[float] = []
+    ys: list[float] = []
+    lens: list[int] = []
+    for i, p in enumerate(points):
+        ns.append(positive_int(p.concurrency, f"decode point[{i}].concurrency"))
+        ctx = p.ctx
+        if isinstance(ctx, bool) or not isinstance(ctx, int | float | np.integer | np.floating):
+            raise InsufficientDataError(f"decode point[{i}].ctx must be a number, got {ctx!r}")
+        if not np.isfinite(ctx) or ctx < 0:
+            raise InsufficientDataError(
+                f"decode point[{i}].ctx must be finite and >= 0, got {ctx!r}"
+            )
+        ctxs.append(float(ctx))
+        ys.append(positive_time(p.tpot_s, f"decode point[{i}].tpot_s (n={p.concurrency})"))
+        if p.input_len is not None:
+            lens.append(positive_int(p.input_len, f"decode point[{i}].input_len"))
+    if len(set(ns)) < 2:
+        raise InsufficientDataError(
+            "a decode fit needs points at two or more distinct concurrencies, "
+            f"got {sorted(set(ns))}"
+        )
+    n = np.array(ns, dtype=np.float64)
+    x = np.array(ctxs, dtype=np.float64)
+    y = np.array(ys, dtype=np.float64)
+    design = np.column_stack([np.ones_like(n), n, n * x])
+    beta = nnls_relative(design, y)
+    coefficients = {k: float(v) for k, v in zip(_COEFFICIENTS, beta.tolist(), strict=True)}
+    residuals = build_residuals(list(zip(ns, ctxs, strict=True)), y, design @ beta)
+    mean, worst, worst_point = summarize(residuals)
+    all_lens = lens if len(lens) == len(ns) else None
+    return DecodeFit(
+        coefficients=coefficients,
+        domain=_domain(list(zip(ns, ctxs, strict=True)), all_lens),
+        residuals=residuals,
+        mean_rel_error=mean,
+        worst_rel_error=worst,
+        worst_point=worst_point,
+    )

@@ -1,0 +1,99 @@
+"""Checks used when reading fit documents (plain JSON dicts) back into fit objects.
+
+Every failure raises :class:`FitError` naming the document and the key path of the bad value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._errors import FitError
+
+__all__ = [
+    "check_keys",
+    "get_int",
+    "get_list",
+    "get_mapping",
+    "get_number",
+    "read_header",
+]
+
+
+def check_keys(
+    d: Mapping[str, Any], where: str, *, required: Sequence[str], optional: Sequence[str] = ()
+) -> None:
+    """Require every key in ``required`` and refuse keys outside ``required`` + ``optional``."""
+    missing = [k for k in required if k not in d]
+    if missing:
+        raise FitError(f"{where}: missing key(s) {', '.join(repr(k) for k in missing)}")
+    allowed = set(required) | set(optional)
+    unknown = sorted(str(k) for k in d if k not in allowed)
+    if unknown:
+        raise FitError(f"{where}: unknown key(s) {', '.join(repr(k) for k in unknown)}")
+
+
+def get_mapping(d: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    """Return ``d[key]`` when it is a mapping."""
+    value = d[key]
+    if not isinstance(value, Mapping):
+        raise FitError(f"{where}.{key}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def get_list(d: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    """Return ``d[key]`` when it is a list (or tuple)."""
+    value = d[key]
+    if not isinstance(value, list | tuple):
+        raise FitError(f"{where}.{key}: expected a list, got {type(value).__name__}")
+    return list(value)
+
+
+def get_number(value: Any, where: str, *, minimum: float | None = None) -> float:
+    """Return ``value`` as a finite float (ints allowed, bools refused), optionally >= minimum."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FitError(f"{where}: expected a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise FitError(f"{where}: expected a finite number, got {value!r}")
+    if minimum is not None and number < minimum:
+        raise FitError(f"{where}: expected a number >= {minimum:g}, got {value!r}")
+    return number
+
+
+def get_int(value: Any, where: str, *, minimum: int | None = None) -> int:
+    """Return ``value`` when it is an int (bools refused), optionally ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FitError(f"{where}: expected an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise FitError(f"{where}: expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def read_header(
+    d: Any,
+    where: str,
+    *,
+    form: str,
+    fit_version: int,
+    weights: str,
+    method: str,
+    x_names: Sequence[str],
+    keys: Sequence[str],
+    coefficients: Sequence[str],
+) -> dict[str, float]:
+    """Check a fit document's keys and header fields; return its coefficients (finite, >= 0)."""
+    if not isinstance(d, Mapping):
+        raise FitError(f"{where}: expected an object, got {type(d).__name__}")
+    check_keys(d, where, required=keys)
+    if d["form"] != form:
+        raise FitError(f"{where}.form: expected {form!r}, got {d['form']!r}")
+    if get_int(d["fit_version"], f"{where}.fit_version") != fit_version:
+        raise FitError(f"{where}.fit_version: unsupported version {d['fit_version']!r}")
+    for key, want in (("weights", weights), ("method", method), ("x_names", list(x_names))):
+        if d[key] != want:
+            raise FitError(f"{where}.{key}: expected {want!r}, got {d[key]!r}")
+    raw = get_mapping(d, "coefficients", where)
+    check_keys(raw, f"{where}.coefficients", required=coefficients)
+    return {k: get_number(raw[k], f"{where}.coefficients.{k}", minimum=0.0) for k in coefficients}

@@ -1,0 +1,40 @@
+"""Validation of measured inputs before a fit: every failure names the offending value."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._errors import InsufficientDataError
+
+__all__ = ["positive_int", "positive_time", "positive_times"]
+
+
+def positive_int(value: Any, what: str) -> int:
+    """Return ``value`` when it is an integer >= 1 (bools and integral floats refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InsufficientDataError(f"{what} must be a positive integer, got {value!r}")
+    if value < 1:
+        raise InsufficientDataError(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def positive_time(value: Any, what: str) -> float:
+    """Return ``value`` as a float when it is a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InsufficientDataError(f"{what} must be a number of seconds, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0.0:
+        raise InsufficientDataError(f"{what} must be finite and positive, got {value!r}")
+    return number
+
+
+def positive_times(values: Sequence[Any], what: str) -> NDArray[np.float64]:
+    """Validate every value with :func:`positive_time` and return them as a float64 array."""
+    return np.array(
+        [positive_time(v, f"{what}[{i}]") for i, v in enumerate(values)], dtype=np.float64
+    )

@@ -1,0 +1,218 @@
+"""The prefill form ``ttft-quadratic-v1``: ``ttft_s(L) = a + b*L + c*L**2`` with a, b, c >= 0."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._document import check_keys, get_int, get_list, get_mapping, read_header
+from ._errors import FitError, InsufficientDataError
+from ._inputs import positive_int, positive_time, positive_times
+from ._residuals import (
+    PointResidual,
+    build_residuals,
+    check_predictions,
+    check_summary,
+    summarize,
+)
+from ._weighted import METHOD, WEIGHTS, nnls_relative
+
+__all__ = ["PREFILL_FORM", "PrefillFit", "fit_prefill", "median_by_length"]
+
+PREFILL_FORM: Final = "ttft-quadratic-v1"
+"""Form name of the prefill fit: ``ttft_s(L) = a + b*L + c*L**2``, coefficients >= 0."""
+
+FIT_VERSION: Final = 1
+_COEFFICIENTS: Final = ("a", "b", "c")
+_MIN_LENGTHS: Final = 3
+_KEYS: Final = (
+    "form",
+    "fit_version",
+    "weights",
+    "method",
+    "x_names",
+    "coefficients",
+    "domain",
+    "residuals",
+    "mean_rel_error",
+    "worst_rel_error",
+    "worst_point",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillFit:
+    """A fitted ``ttft-quadratic-v1`` model (seconds, input tokens).
+
+    ``coefficients`` is ``{"a", "b", "c"}`` in seconds, seconds/token and seconds/token**2.
+    ``domain`` is ``{"min_len", "max_len", "lengths"}``: the measured input lengths.
+    ``residuals`` hold one entry per length (``x = (length,)``, observed median, prediction).
+    ``worst_point`` is the ``x`` of the worst residual.
+    """
+
+    form: ClassVar[str] = PREFILL_FORM
+
+    coefficients: dict[str, float]
+    domain: dict[str, Any]
+    residuals: tuple[PointResidual, ...]
+    mean_rel_error: float
+    worst_rel_error: float
+    worst_point: tuple[float, ...]
+
+    def predict(self, length: float) -> float:
+        """Predicted TTFT in seconds for an input of ``length`` tokens."""
+        c = self.coefficients
+        x = float(length)
+        return c["a"] + c["b"] * x + c["c"] * x * x
+
+    def predict_many(self, lengths: ArrayLike) -> NDArray[np.float64]:
+        """Predicted TTFTs in seconds, elementwise over ``lengths`` (any array shape)."""
+        x = np.asarray(lengths, dtype=np.float64)
+        c = self.coefficients
+        return np.asarray(c["a"] + c["b"] * x + c["c"] * x * x, dtype=np.float64)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (str, int, float, list, dict only); :meth:`from_dict` reads it."""
+        return {
+            "form": PREFILL_FORM,
+            "fit_version": FIT_VERSION,
+            "weights": WEIGHTS,
+            "method": METHOD,
+            "x_names": ["length"],
+            "coefficients": {k: self.coefficients[k] for k in _COEFFICIENTS},
+            "domain": {
+                "min_len": self.domain["min_len"],
+                "max_len": self.domain["max_len"],
+                "lengths": list(self.domain["lengths"]),
+            },
+            "residuals": [r.to_dict() for r in self.residuals],
+            "mean_rel_error": self.mean_rel_error,
+            "worst_rel_error": self.worst_rel_error,
+            "worst_point": list(self.worst_point),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PrefillFit:
+        """Read a document written by :meth:`to_dict`; a malformed one raises :class:`FitError`."""
+        where = "prefill fit"
+        coefficients = read_header(
+            d,
+            where,
+            form=PREFILL_FORM,
+            fit_version=FIT_VERSION,
+            weights=WEIGHTS,
+            method=METHOD,
+            x_names=["length"],
+            keys=_KEYS,
+            coefficients=_COEFFICIENTS,
+        )
+        raw_domain = get_mapping(d, "domain", where)
+        check_keys(raw_domain, f"{where}.domain", required=("min_len", "max_len", "lengths"))
+        lengths = [
+            get_int(v, f"{where}.domain.lengths[{i}]", minimum=1)
+            for i, v in enumerate(get_list(raw_domain, "lengths", f"{where}.domain"))
+        ]
+        domain = _domain(lengths)
+        for key in ("min_len", "max_len"):
+            if raw_domain[key] != domain[key] or isinstance(raw_domain[key], bool):
+                raise FitError(
+                    f"{where}.domain.{key}: {raw_domain[key]!r} disagrees with lengths {lengths}"
+                )
+        if lengths != domain["lengths"]:
+            raise FitError(f"{where}.domain.lengths: expected distinct ascending, got {lengths}")
+        residuals = tuple(
+            PointResidual.from_dict(r, f"{where}.residuals[{i}]", arity=1)
+            for i, r in enumerate(get_list(d, "residuals", where))
+        )
+        for i, r in enumerate(residuals):
+            get_int(r.x[0], f"{where}.residuals[{i}].x[0]", minimum=1)
+        if [r.x[0] for r in residuals] != lengths:
+            raise FitError(f"{where}.residuals: points disagree with domain.lengths {lengths}")
+        mean, worst, worst_point = check_summary(d, where, residuals)
+        fit = cls(
+            coefficients=coefficients,
+            domain=domain,
+            residuals=residuals,
+            mean_rel_error=mean,
+            worst_rel_error=worst,
+            worst_point=worst_point,
+        )
+        check_predictions(residuals, lambda x: fit.predict(x[0]), where)
+        return fit
+
+
+def _domain(lengths: Sequence[int]) -> dict[str, Any]:
+    ordered = sorted(set(lengths))
+    if len(ordered) < _MIN_LENGTHS:
+        raise FitError(f"prefill fit: expected at least {_MIN_LENGTHS} lengths, got {ordered}")
+    return {"min_len": ordered[0], "max_len": ordered[-1], "lengths": ordered}
+
+
+def median_by_length(raw: Mapping[int, Sequence[float]]) -> dict[int, float]:
+    """Median TTFT (seconds) of each length's raw timings, keyed by length in ascending order.
+
+    Every timing must be finite and positive and every length needs at least one timing;
+    otherwise :class:`InsufficientDataError` names the length and value.
+    """
+    out: dict[int, float] = {}
+    for length in sorted(raw):
+        key = positive_int(length, "prefill length")
+        values = raw[length]
+        if len(values) == 0:
+            raise InsufficientDataError(f"prefill length {key} has no timings")
+        times = positive_times(values, f"ttft_s at length {key}")
+        out[key] = float(np.median(times))
+    return out
+
+
+def fit_prefill(lengths: Sequence[int], ttft_s: Sequence[float]) -> PrefillFit:
+    """Fit ``ttft-quadratic-v1`` to per-length medians (one TTFT in seconds per distinct length).
+
+    Least squares on relative error (weights 1/y) with a, b, c >= 0, solved by NNLS on a
+    column-scaled design matrix (deterministic). Needs at least three distinct lengths; each
+    length must appear once (use :func:`median_by_length` on raw repeats) and each TTFT must be
+    finite and positive, otherwise :class:`InsufficientDataError` names the value.
+    """
+    if len(lengths) != len(ttft_s):
+        raise InsufficientDataError(
+            f"got {len(lengths)} lengths but {len(ttft_s)} TTFT values; they must pair up"
+        )
+    checked = [positive_int(v, f"prefill length[{i}]") for i, v in enumerate(lengths)]
+    seen: set[int] = set()
+    for length in checked:
+        if length in seen:
+            raise InsufficientDataError(
+                f"prefill length {length} appears more than once; fit per-length medians "
+                "(see median_by_length)"
+            )
+        seen.add(length)
+    if len(checked) < _MIN_LENGTHS:
+        raise InsufficientDataError(
+            f"a prefill fit needs at least {_MIN_LENGTHS} distinct lengths, got {len(checked)}"
+            f" ({sorted(checked)})"
+        )
+    times = [
+        positive_time(v, f"ttft_s at length {n}") for n, v in zip(checked, ttft_s, strict=True)
+    ]
+    order = sorted(range(len(checked)), key=checked.__getitem__)
+    x = np.array([checked[i] for i in order], dtype=np.float64)
+    y = np.array([times[i] for i in order], dtype=np.float64)
+    design = np.column_stack([np.ones_like(x), x, x * x])
+    beta = nnls_relative(design, y)
+    coefficients = {k: float(v) for k, v in zip(_COEFFICIENTS, beta.tolist(), strict=True)}
+    predicted = design @ beta
+    points = [(checked[i],) for i in order]
+    residuals = build_residuals(points, y, predicted)
+    mean, worst, worst_point = summarize(residuals)
+    return PrefillFit(
+        coefficients=coefficients,
+        domain=_domain(checked),
+        residuals=residuals,
+        mean_rel_error=mean,
+        worst_rel_error=worst,
+        worst_point=worst_point,
+    )

@@ -1,0 +1,42 @@
+"""Non-negative least squares on relative error (weights 1/y), shared by both forms."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import nnls
+
+from ._errors import FitConvergenceError
+
+__all__ = ["METHOD", "WEIGHTS", "nnls_relative"]
+
+WEIGHTS: Final = "1/y"
+"""Weighting recorded in every fit document: each residual is divided by the observed value."""
+
+METHOD: Final = "nnls"
+"""Solver recorded in every fit document."""
+
+
+def nnls_relative(design: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Return ``beta >= 0`` minimising ``sum(((design @ beta - y) / y) ** 2)``.
+
+    Rows are divided by ``y`` (relative error) and each column is then scaled to unit norm so the
+    solver sees a well-conditioned matrix whatever the units (``L`` and ``L**2`` differ by 10**4).
+    A column that is identically zero gets coefficient 0. ``y`` must be finite and positive
+    (callers check). The Lawson-Hanson active-set solver is deterministic.
+    """
+    weighted = design / y[:, np.newaxis]
+    norms = np.linalg.norm(weighted, axis=0)
+    active = norms > 0.0
+    scaled = weighted[:, active] / norms[active]
+    try:
+        solution, _ = nnls(scaled, np.ones(y.shape[0]), maxiter=100 * design.shape[1])
+    except RuntimeError as exc:
+        raise FitConvergenceError(f"non-negative least squares did not converge: {exc}") from exc
+    beta = np.zeros(design.shape[1], dtype=np.float64)
+    beta[active] = np.asarray(solution, dtype=np.float64) / norms[active]
+    if not np.all(np.isfinite(beta)):
+        raise FitConvergenceError(f"non-negative least squares gave non-finite coefficients {beta}")
+    return np.maximum(beta, 0.0)
