@@ -1,8 +1,10 @@
 """Errors of the ``narwhal-profile`` command, each carrying its exit code (DESIGN §8).
 
 ProfileError                 root; exit 1 unless a subclass says otherwise
-├── ProfileUsageError        exit 2: bad option values, conflicting modes, bad fleet/limits, unusable destinations
-├── ProfileAbortError        exit 1: a measurement abort (the reference's six conditions, evidence changes, ...)
+├── ProfileUsageError        exit 2: bad option values, conflicting modes, bad fleet/limits,
+│                            unusable destinations
+├── ProfileAbortError        exit 1: a measurement abort (the reference's six conditions,
+│                            evidence changes, ...)
 └── ProfileInterrupted       exit 130: Ctrl-C; finished profiles were kept
 """
 

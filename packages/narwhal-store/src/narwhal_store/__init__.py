@@ -6,7 +6,6 @@ canonical JSON and SHA-256 provenance, crash-safe symlink-refusing writes of a s
 sidecar, verified reads, merges and JSON Schemas. Depends on pydantic and orjson only.
 """
 
-from narwhal_store._atomic import check_folder
 from narwhal_store._canonical import canonical_json, sha256_file, sha256_hex
 from narwhal_store._errors import (
     DestinationError,
@@ -58,7 +57,7 @@ from narwhal_store._samples import (
     SweepSettings,
 )
 from narwhal_store._schemas import json_schemas, write_schemas
-from narwhal_store._write import WrittenStore, check_destination, dump_document, write_store
+from narwhal_store._write import WrittenStore, check_destination, write_store
 
 __all__ = [
     "DECODE_FORM",
@@ -102,8 +101,6 @@ __all__ = [
     "WrittenStore",
     "canonical_json",
     "check_destination",
-    "check_folder",
-    "dump_document",
     "evidence_problem",
     "json_schemas",
     "load_fleet",

@@ -1,3 +1,85 @@
-"""narwhal_trial."""
+"""narwhal_trial: the synthetic deployment trial, an open-loop client that proves it kept its
+schedule.
 
-__all__: list[str] = []
+``prepare`` builds a workload (``build_workload``) from the served model's seed completion;
+``run_trial`` drains the fleet, warms it up and offers every request at ``t0 + n / rate``,
+recording schedule misses instead of sending late; ``run_checks`` and ``reconcile`` are the
+runbook's checks before and after. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
+"""
+
+from narwhal_trial._check import CheckItem, run_checks
+from narwhal_trial._drain import DEFAULT_GAUGES, wait_drained
+from narwhal_trial._errors import (
+    DrainError,
+    PrepareError,
+    ReadError,
+    TrialError,
+    TrialUsageError,
+    WorkloadError,
+)
+from narwhal_trial._prepare import build_workload, seed_token_ids
+from narwhal_trial._reconcile import Reconciliation, read_journal, read_requests, reconcile
+from narwhal_trial._records import (
+    STATUSES,
+    Distribution,
+    Manifest,
+    RequestRecord,
+    Status,
+    Summary,
+)
+from narwhal_trial._run import run_trial
+from narwhal_trial._schedule import ScheduleLimits, due_offsets_ns, miss_reason, pace, wait_until
+from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
+from narwhal_trial._settings import RunSettings
+from narwhal_trial._stats import required_good, wilson_interval
+from narwhal_trial._workload import (
+    LoadedWorkload,
+    Workload,
+    load_workload,
+    prompt_ids,
+    request_body,
+    workload_bytes,
+)
+
+__all__ = [
+    "DEFAULT_GAUGES",
+    "STATUSES",
+    "CheckItem",
+    "Distribution",
+    "DrainError",
+    "LoadedWorkload",
+    "Manifest",
+    "PrepareError",
+    "ReadError",
+    "Reconciliation",
+    "RequestRecord",
+    "RunSettings",
+    "ScheduleLimits",
+    "Status",
+    "Summary",
+    "TrialError",
+    "TrialUsageError",
+    "Workload",
+    "WorkloadError",
+    "build_workload",
+    "due_offsets_ns",
+    "json_schemas",
+    "load_workload",
+    "miss_reason",
+    "pace",
+    "prompt_ids",
+    "read_journal",
+    "read_requests",
+    "reconcile",
+    "request_body",
+    "required_good",
+    "run_checks",
+    "run_trial",
+    "schema_bytes",
+    "seed_token_ids",
+    "wait_drained",
+    "wait_until",
+    "wilson_interval",
+    "workload_bytes",
+    "write_schemas",
+]
