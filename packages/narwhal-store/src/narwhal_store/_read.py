@@ -1,0 +1,139 @@
+"""Reading a store with its sidecar, verifying that the two belong together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._canonical import canonical_json, sha256_hex
+from ._errors import FormatError, IntegrityError
+from ._loading import parse_json, read_json, validate_doc
+from ._paths import pending_sidecar_name, sidecar_path
+from ._profiles import Profile, ProfileKey, ProfileStore
+from ._samples import ProfileSamples, SamplesSidecar
+
+__all__ = ["LoadedStore", "read_sidecar", "read_store", "samples_digest"]
+
+_ATTEMPTS = 2  # a second look covers a writer that committed between our two reads
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedStore:
+    """A store and its sidecar as read (``recovered``: the sidecar came from the pending name a
+    crashed write left behind)."""
+
+    store: ProfileStore
+    sidecar: SamplesSidecar
+    path: Path
+    sha256: str
+    sidecar_path: Path
+    sidecar_sha256: str
+    recovered: bool = False
+
+    def profile(self, engine: str) -> Profile:
+        """The single profile of ``engine``; ``KeyError`` when it has none or several."""
+        found = self.store.find(engine)
+        if len(found) != 1:
+            raise KeyError(f"{self.path}: {len(found)} profiles for engine {engine!r}")
+        return found[0]
+
+    def samples(self, key: ProfileKey) -> ProfileSamples:
+        """The sidecar entry of ``key``; ``KeyError`` when absent."""
+        entry = self.sidecar.find(key)
+        if entry is None:
+            raise KeyError(f"{self.sidecar_path}: no samples for {key.label()}")
+        return entry
+
+
+def samples_digest(entry: ProfileSamples | dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of one sidecar entry (a profile's ``samples_sha256``)."""
+    doc = entry.model_dump(mode="json") if isinstance(entry, ProfileSamples) else entry
+    return sha256_hex(canonical_json(doc))
+
+
+def read_sidecar(path: str | Path) -> SamplesSidecar:
+    """Read and validate a sidecar file on its own (no store, no hash check)."""
+    _, raw = read_json(path)
+    return validate_doc(path, SamplesSidecar, raw)
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise FormatError(path, "", f"cannot read: {exc.strerror or exc}") from exc
+
+
+def _locate_sidecar(
+    side_path: Path, expected: str, verify: bool
+) -> tuple[Path, bytes, str, bool] | IntegrityError:
+    data = _read_bytes(side_path)
+    if data is not None and (not verify or sha256_hex(data) == expected):
+        return side_path, data, sha256_hex(data), False
+    pending = side_path.with_name(pending_sidecar_name(side_path.name, expected))
+    pending_data = _read_bytes(pending) if not pending.is_symlink() else None
+    if pending_data is not None and sha256_hex(pending_data) == expected:
+        return pending, pending_data, expected, True
+    if data is None:
+        return IntegrityError(f"sidecar {side_path} missing")
+    return IntegrityError(
+        f"sidecar {side_path} has SHA-256 {sha256_hex(data)} but the store records {expected}"
+    )
+
+
+def read_store(path: str | Path, *, verify: bool = True) -> LoadedStore:
+    """Read a store and the sidecar beside it.
+
+    With ``verify`` (the default): the sidecar must exist, its SHA-256 must equal the store's
+    ``samples.sha256``, every store profile must have a sidecar entry (and vice versa), and each
+    profile's ``samples_sha256`` must equal the digest of its entry; otherwise ``IntegrityError``
+    says which. ``verify=False`` still needs a readable sidecar but checks no digest.
+    """
+    store_path = Path(path)
+    side_path = sidecar_path(store_path)
+    attempt = 1
+    while True:
+        store_bytes, store_raw = read_json(store_path)
+        store = validate_doc(store_path, ProfileStore, store_raw)
+        found = _locate_sidecar(side_path, store.samples.sha256, verify)
+        if not isinstance(found, IntegrityError):
+            break
+        if attempt >= _ATTEMPTS:
+            raise found
+        attempt += 1
+    where, side_bytes, side_sha, recovered = found
+    side_raw = parse_json(where, side_bytes)
+    sidecar = validate_doc(where, SamplesSidecar, side_raw)
+    if verify:
+        _verify_entries(store, sidecar, side_raw, store_path, where)
+    return LoadedStore(
+        store, sidecar, store_path, sha256_hex(store_bytes), where, side_sha, recovered
+    )
+
+
+def _verify_entries(
+    store: ProfileStore, sidecar: SamplesSidecar, side_raw: Any, store_path: Path, side_path: Path
+) -> None:
+    raw_entries = side_raw["profiles"]
+    by_key = {e.key.ident(): raw for e, raw in zip(sidecar.profiles, raw_entries, strict=True)}
+    for profile in store.profiles:
+        raw = by_key.pop(profile.key.ident(), None)
+        if raw is None:
+            raise IntegrityError(
+                f"{store_path}: profile {profile.key.label()} has no samples in {side_path}"
+            )
+        digest = sha256_hex(canonical_json(raw))
+        if digest != profile.samples_sha256:
+            raise IntegrityError(
+                f"{store_path}: samples of profile {profile.key.label()} do not match: "
+                f"{side_path} entry has SHA-256 {digest}, "
+                f"the store records {profile.samples_sha256}"
+            )
+    if by_key:
+        extra = next(e for e in sidecar.profiles if e.key.ident() in by_key)
+        raise IntegrityError(
+            f"{side_path}: samples of {extra.key.label()} have no profile in {store_path}"
+        )

@@ -1,0 +1,174 @@
+"""The sample sidecar (``narwhal.samples``, DESIGN §7): evidence, settings and every raw timing."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import Field, StringConstraints, model_validator
+
+from ._fields import (
+    Generator,
+    Iid,
+    LocatedValueError,
+    Mode,
+    NonNegFloat,
+    NonNegInt,
+    PosFloat,
+    PosInt,
+    Role,
+    Sha256,
+    StrictModel,
+    Timestamp,
+)
+from ._profiles import DecodeFitDoc, ProfileKey
+
+__all__ = [
+    "AppliedLimits",
+    "DecodeSample",
+    "DecodeStream",
+    "Evidence",
+    "NeighbourRecord",
+    "PrefillSample",
+    "ProfileSamples",
+    "SamplesSidecar",
+    "Source",
+    "SweepSettings",
+]
+
+
+class Evidence(StrictModel):
+    """The evidence documents read before and after the engine's sweep (identity or attestation)."""
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+
+class AppliedLimits(StrictModel):
+    """The limits-file entry applied to this engine's decode cohorts."""
+
+    max_num_seqs: PosInt
+
+
+class SweepSettings(StrictModel):
+    """The sweep settings actually used (after the engine's limits were applied)."""
+
+    prefill_lens: Annotated[list[PosInt], Field(min_length=1)]
+    decode_input_lens: list[PosInt]
+    decode_concurrency: list[PosInt]
+    decode_tokens: PosInt
+    prefill_repeats: PosInt
+    decode_repeats: PosInt
+    limits_applied: AppliedLimits | None
+    prompt_seed: int
+
+
+class PrefillSample(StrictModel):
+    """Every raw TTFT measured at one prompt length, with the request ids that produced them."""
+
+    length: PosInt
+    ttft_s: Annotated[list[NonNegFloat], Field(min_length=1)]
+    request_ids: list[str]
+
+    @model_validator(mode="after")
+    def _same_length(self) -> Self:
+        if len(self.request_ids) != len(self.ttft_s):
+            raise LocatedValueError(
+                "request_ids",
+                f"{len(self.request_ids)} request id(s) for {len(self.ttft_s)} timing(s)",
+            )
+        return self
+
+
+class DecodeStream(StrictModel):
+    """One decode stream: send time and each content chunk's arrival time and token count."""
+
+    request_id: str
+    send_ns: int
+    chunk_ns: list[int]
+    chunk_tokens: list[NonNegInt]
+
+    @model_validator(mode="after")
+    def _same_length(self) -> Self:
+        if len(self.chunk_tokens) != len(self.chunk_ns):
+            raise LocatedValueError(
+                "chunk_tokens",
+                f"{len(self.chunk_tokens)} token count(s) for {len(self.chunk_ns)} chunk time(s)",
+            )
+        return self
+
+
+class DecodeSample(StrictModel):
+    """One decode cohort: ``concurrency`` streams at ``input_len`` prompt tokens."""
+
+    input_len: PosInt
+    concurrency: PosInt
+    repeat: NonNegInt
+    valid: bool
+    reason: str | None = None
+    streams: list[DecodeStream]
+    tpot_s: NonNegFloat | None = None
+    ctx: NonNegFloat | None = None
+
+
+class NeighbourRecord(StrictModel):
+    """What one shared-GPU neighbour did during the target's interval."""
+
+    iid: Iid
+    role: Role
+    offered_rps: PosFloat
+    completions: NonNegInt
+    achieved_rps: NonNegFloat
+    errors: list[str]
+    interval_s: NonNegFloat
+
+
+class ProfileSamples(StrictModel):
+    """Everything measured for one profile key."""
+
+    key: ProfileKey
+    evidence: Evidence
+    settings: SweepSettings
+    prefill_samples: list[PrefillSample]
+    decode_samples: list[DecodeSample]
+    neighbours: list[NeighbourRecord]
+    decode_fit: DecodeFitDoc | None
+
+
+class Source(StrictModel):
+    """An input of a refit or merge: its path and the SHA-256 of its bytes."""
+
+    path: Annotated[str, StringConstraints(min_length=1)]
+    sha256: Sha256
+    kind: Literal["store", "samples"]
+
+
+class SamplesSidecar(StrictModel):
+    """``{"format": "narwhal.samples", "format_version": 1, ...}``: one entry per profile key."""
+
+    format: Literal["narwhal.samples"]
+    format_version: Literal[1]
+    generator: Generator
+    created_at: Timestamp
+    mode: Mode
+    fleet_sha256: Sha256
+    profiles: list[ProfileSamples]
+    sources: list[Source] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_keys(self) -> Self:
+        first: dict[object, int] = {}
+        for index, entry in enumerate(self.profiles):
+            ident = entry.key.ident()
+            if ident in first:
+                raise LocatedValueError(
+                    f"profiles[{index}].key",
+                    f"duplicate profile key {entry.key.label()} "
+                    f"(first at profiles[{first[ident]}])",
+                )
+            first[ident] = index
+        return self
+
+    def find(self, key: ProfileKey) -> ProfileSamples | None:
+        """The entry for ``key``, or None."""
+        ident = key.ident()
+        return next((e for e in self.profiles if e.key.ident() == ident), None)
