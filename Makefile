@@ -24,15 +24,15 @@ setup: $(UV) ## Create .venv with every workspace package (installs a pinned uv 
 	@echo "ready: $(VENV) holds every narwhal package"
 
 lint: setup ## ruff check and format check
-	$(VENV)/bin/ruff check packages tests tools
-	$(VENV)/bin/ruff format --check packages tests tools
+	$(VENV)/bin/ruff check packages tests tools bench
+	$(VENV)/bin/ruff format --check packages tests tools bench
 
 format: setup ## Apply ruff fixes and formatting
-	$(VENV)/bin/ruff check --fix packages tests tools
-	$(VENV)/bin/ruff format packages tests tools
+	$(VENV)/bin/ruff check --fix packages tests tools bench
+	$(VENV)/bin/ruff format packages tests tools bench
 
-typecheck: setup ## mypy --strict on every package's sources and tools/
-	$(VENV)/bin/mypy packages/*/src tools
+typecheck: setup ## mypy --strict on every package's sources, tools/ and bench/
+	$(VENV)/bin/mypy packages/*/src tools bench
 
 pytest: setup ## Run the test suite only
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
@@ -43,7 +43,7 @@ demo: setup ## Start a simulated fleet, profile it, run the trial at 0.5 then 1 
 	$(VENV)/bin/python tools/demo.py
 
 bench: setup ## Benchmarks (not part of `make test`): simulator overhead and trial-client fidelity
-	$(VENV)/bin/python bench/sim_bench.py
+	$(VENV)/bin/python bench/sim_bench.py --streams 64 --tokens 400
 	$(VENV)/bin/python bench/trial_fidelity.py
 
 build: setup ## Build every package's sdist and wheel into dist/

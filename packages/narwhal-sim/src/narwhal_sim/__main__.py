@@ -1,0 +1,5 @@
+"""``python -m narwhal_sim``."""
+
+from narwhal_sim.cli import main
+
+main()

@@ -1,0 +1,311 @@
+"""Reading the fleet file (leniently) and the ``narwhal.sim`` config into engine settings."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from ._errors import SimConfigError
+from ._faults import Faults
+from ._presets import Preset, get_preset
+
+SIM_FORMAT = "narwhal.sim"
+FLEET_FORMAT = "narwhal.fleet"
+API_STYLES = ("0.11", "0.33")
+_IID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+# keys allowed in the sim config's "defaults" and per-engine tables
+ENGINE_KEYS = frozenset(
+    {
+        "api_style",
+        "preset",
+        "max_model_len",
+        "max_model_len_policy",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "kv_cache_tokens",
+        "stream_interval",
+        "enable_request_id_headers",
+        "prefix_caching",
+        "version",
+        "served_model_name",
+        "model_root",
+        "error_shape",
+        "jitter",
+        "block_size",
+        "gpu_memory_utilization",
+        "faults",
+    }
+)
+_CONTRACT_KEYS = {
+    "model": "served_model_name",
+    "max_model_len": "max_model_len",
+    "version": "version",
+}
+
+
+@dataclass(slots=True)
+class EngineSettings:
+    """Everything one simulated engine needs, resolved from fleet + sim config + preset."""
+
+    iid: str
+    host: str
+    port: int
+    role: str
+    group: str
+    served_model_name: str
+    model_root: str
+    preset: Preset
+    api_style: str
+    version: str
+    max_model_len: int
+    max_model_len_policy: (
+        str  # "reject" (<= 0.31 style 400) or "clamp" (0.32+ silent max_tokens clamp)
+    )
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_tokens: int
+    block_size: int
+    stream_interval: int
+    enable_request_id_headers: bool
+    prefix_caching: bool
+    error_shape: str  # "nested" ({"error": {...}}, >= 0.10.1) or "flat" ({"object": "error", ...})
+    gpu_memory_utilization: float
+    api_key_env: str | None = None
+    faults: Faults = field(default_factory=Faults)
+
+    @property
+    def url(self) -> str:
+        """Base URL the engine listens on."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+def load_json(path: Path, what: str) -> Any:
+    """Parse a JSON file, naming it in the error."""
+    try:
+        return orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise SimConfigError(f"cannot read {what} {path}: {exc.strerror}") from exc
+    except orjson.JSONDecodeError as exc:
+        raise SimConfigError(f"{what} {path} is not valid JSON: {exc}") from exc
+
+
+def split_hostport(text: str, what: str) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``[v6]:PORT``) into a pair."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SimConfigError(f"{what}: expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _version_style(version: str) -> str:
+    try:
+        minor = int(version.split(".")[1])
+        major = int(version.split(".")[0])
+    except (IndexError, ValueError):
+        return "0.33"
+    return "0.11" if (major, minor) < (0, 20) else "0.33"
+
+
+def _flat_errors(version: str) -> bool:
+    parts = re.findall(r"\d+", version)[:3]
+    nums = tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
+    return nums < (0, 10, 1)
+
+
+def _positive(key: str, value: Any, iid: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SimConfigError(
+            f"sim config engines.{iid}.{key}: expected a positive integer, got {value!r}"
+        )
+    return value
+
+
+def _engine_table(sim: Mapping[str, Any], iid: str) -> dict[str, Any]:
+    defaults = dict(sim.get("defaults") or {})
+    own = dict((sim.get("engines") or {}).get(iid) or {})
+    faults = {**(defaults.pop("faults", None) or {}), **(own.pop("faults", None) or {})}
+    merged = {**defaults, **own}
+    merged["faults"] = faults
+    return merged
+
+
+def check_sim_config(sim: Any) -> dict[str, Any]:
+    """Validate the top level of a ``narwhal.sim`` document (unknown keys are errors)."""
+    if not isinstance(sim, dict):
+        raise SimConfigError("sim config: expected a JSON object")
+    if sim.get("format") != SIM_FORMAT or sim.get("format_version") != 1:
+        raise SimConfigError(f'sim config: expected "format": "{SIM_FORMAT}", "format_version": 1')
+    extra = set(sim) - {"format", "format_version", "defaults", "engines"}
+    if extra:
+        raise SimConfigError(f"sim config: unknown key(s) {', '.join(sorted(extra))}")
+    tables = [("defaults", sim.get("defaults") or {})]
+    engines = sim.get("engines") or {}
+    if not isinstance(engines, dict):
+        raise SimConfigError("sim config engines: expected an object keyed by iid")
+    tables += [(f"engines.{k}", v) for k, v in engines.items()]
+    for where, table in tables:
+        if not isinstance(table, dict):
+            raise SimConfigError(f"sim config {where}: expected an object")
+        bad = set(table) - ENGINE_KEYS
+        if bad:
+            raise SimConfigError(f"sim config {where}: unknown key(s) {', '.join(sorted(bad))}")
+    return sim
+
+
+def resolve_engines(
+    fleet: Any,
+    sim: Mapping[str, Any] | None,
+    *,
+    preset: str | None = None,
+    allow_non_loopback: bool = False,
+) -> list[EngineSettings]:
+    """Settings of every fleet engine: preset < engine_contract < sim defaults < sim engine.
+
+    ``preset`` (the ``--preset`` option) overrides the sim defaults' preset, not an engine's own.
+    """
+    if not isinstance(fleet, dict) or fleet.get("format") != FLEET_FORMAT:
+        raise SimConfigError(f'fleet: expected a JSON object with "format": "{FLEET_FORMAT}"')
+    entries = fleet.get("engines")
+    if not isinstance(entries, list) or not entries:
+        raise SimConfigError("fleet engines: expected a non-empty list")
+    sim = check_sim_config(sim) if sim is not None else {}
+    known = {e.get("iid") for e in entries if isinstance(e, dict)}
+    stray = set(sim.get("engines") or {}) - known
+    if stray:
+        raise SimConfigError(
+            f"sim config engines: iid(s) not in the fleet: {', '.join(sorted(stray))}"
+        )
+    out: list[EngineSettings] = []
+    seen_ports: set[tuple[str, int]] = set()
+    for i, entry in enumerate(entries):
+        settings = _resolve_one(entry, i, sim, preset, allow_non_loopback)
+        if (settings.host, settings.port) in seen_ports:
+            raise SimConfigError(f"fleet engines[{i}].url: {settings.url} is used twice")
+        seen_ports.add((settings.host, settings.port))
+        out.append(settings)
+    if len({s.iid for s in out}) != len(out):
+        raise SimConfigError("fleet engines: iids must be unique")
+    return out
+
+
+def _resolve_one(
+    entry: Any, i: int, sim: Mapping[str, Any], preset_name: str | None, allow_non_loopback: bool
+) -> EngineSettings:
+    where = f"fleet engines[{i}]"
+    if not isinstance(entry, dict):
+        raise SimConfigError(f"{where}: expected an object")
+    iid = entry.get("iid")
+    if not isinstance(iid, str) or not _IID.match(iid):
+        raise SimConfigError(f"{where}.iid: expected [A-Za-z0-9][A-Za-z0-9._-]*, got {iid!r}")
+    url = urlsplit(str(entry.get("url", "")))
+    if url.scheme != "http" or not url.hostname or not url.port:
+        raise SimConfigError(
+            f"{where}.url: the simulator serves http://HOST:PORT URLs, got {entry.get('url')!r}"
+        )
+    if not allow_non_loopback and not is_loopback(url.hostname):
+        raise SimConfigError(
+            f"{where}.url: {url.hostname} is not loopback (use --allow-non-loopback)"
+        )
+    role = entry.get("role")
+    if role not in ("prefill", "decode", "mixed"):
+        raise SimConfigError(f"{where}.role: expected prefill, decode or mixed, got {role!r}")
+    shared = entry.get("shared_device") or {}
+    group = shared.get("group") if isinstance(shared, dict) else None
+    contract = entry.get("engine_contract") or {}
+    table: dict[str, Any] = {}
+    if isinstance(contract, dict):
+        table.update({_CONTRACT_KEYS[k]: v for k, v in contract.items() if k in _CONTRACT_KEYS})
+        if isinstance(contract.get("prefix_caching"), bool):
+            table["prefix_caching"] = contract["prefix_caching"]
+        if "block_size" in contract:
+            table["block_size"] = contract["block_size"]
+    if isinstance(entry.get("model"), str):
+        table["served_model_name"] = entry["model"]
+    sim_table = _engine_table(sim, iid)
+    faults_patch = sim_table.pop("faults")
+    table.update(sim_table)
+    own = (sim.get("engines") or {}).get(iid) or {}
+    if preset_name and "preset" not in own:  # --preset beats the sim defaults, not an engine's own
+        table["preset"] = preset_name
+    try:
+        preset = get_preset(table.get("preset"))
+    except KeyError as exc:
+        raise SimConfigError(f"sim config engines.{iid}.preset: {exc.args[0]}") from exc
+    if "jitter" in table:
+        preset = preset.with_overrides(jitter=float(table["jitter"]))
+    version = str(
+        table.get("version") or ("0.11.0" if table.get("api_style") == "0.11" else "0.33.0")
+    )
+    api_style = str(table.get("api_style") or _version_style(version))
+    if api_style not in API_STYLES:
+        raise SimConfigError(
+            f"sim config engines.{iid}.api_style: expected 0.11 or 0.33, got {api_style!r}"
+        )
+    policy = str(
+        table.get("max_model_len_policy") or ("reject" if api_style == "0.11" else "clamp")
+    )
+    if policy not in ("reject", "clamp"):
+        raise SimConfigError(
+            f"sim config engines.{iid}.max_model_len_policy: expected reject or clamp"
+        )
+    shape = str(table.get("error_shape") or ("flat" if _flat_errors(version) else "nested"))
+    if shape not in ("nested", "flat"):
+        raise SimConfigError(f"sim config engines.{iid}.error_shape: expected nested or flat")
+    kv = _positive("kv_cache_tokens", table.get("kv_cache_tokens", preset.kv_cache_tokens), iid)
+    max_model_len = _positive(
+        "max_model_len", table.get("max_model_len", min(preset.max_model_len, kv)), iid
+    )
+    served = str(table.get("served_model_name") or preset.model)
+    try:
+        faults = Faults().merged(faults_patch)
+    except SimConfigError as exc:
+        raise SimConfigError(f"sim config engines.{iid}.faults: {exc}") from exc
+    return EngineSettings(
+        iid=iid,
+        host=url.hostname,
+        port=url.port,
+        role=role,
+        group=str(group) if group else f"solo:{iid}",
+        served_model_name=served,
+        model_root=str(table.get("model_root") or preset.model),
+        preset=preset,
+        api_style=api_style,
+        version=version,
+        max_model_len=max_model_len,
+        max_model_len_policy=policy,
+        max_num_seqs=_positive("max_num_seqs", table.get("max_num_seqs", preset.max_num_seqs), iid),
+        max_num_batched_tokens=_positive(
+            "max_num_batched_tokens",
+            table.get("max_num_batched_tokens", preset.max_num_batched_tokens),
+            iid,
+        ),
+        kv_cache_tokens=kv,
+        block_size=_positive("block_size", table.get("block_size", preset.block_size), iid),
+        stream_interval=_positive("stream_interval", table.get("stream_interval", 1), iid),
+        enable_request_id_headers=bool(table.get("enable_request_id_headers", False)),
+        prefix_caching=bool(table.get("prefix_caching", False)),
+        error_shape=shape,
+        gpu_memory_utilization=float(table.get("gpu_memory_utilization", 0.9)),
+        api_key_env=entry.get("api_key_env") if isinstance(entry.get("api_key_env"), str) else None,
+        faults=faults,
+    )

@@ -1,0 +1,342 @@
+"""One simulated vLLM engine: routes, auth, faults, metrics, and its scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import os
+import random
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from ._bodies import completion_body
+from ._completions import ApiError, CompletionParams, parse_completion
+from ._config import EngineSettings, is_loopback
+from ._errors import SimConfigError
+from ._faults import Faults
+from ._http import HttpServer, Request, Responder
+from ._info import detokenize_reply, model_list, tokenize_reply
+from ._metrics import EngineStats, cache_config_labels, render_engine_metrics
+from ._scheduler import Device, EngineScheduler, SimRequest, StepObserver
+from ._stream import StreamWriter
+
+_TEXT = b"text/plain; version=0.0.4; charset=utf-8"
+_NOT_FOUND = b'{"detail":"Not Found"}'
+_GUARDED = {"0.11": ("/v1",), "0.33": ("/v1", "/v2", "/inference", "/cohere")}
+
+
+class _Collector:
+    """TokenSink of a non-streaming request."""
+
+    def __init__(self) -> None:
+        self.generated = 0
+        self.done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    def on_tokens(self, request: SimRequest, count: int, finished: bool) -> None:
+        self.generated += count
+        if finished and not self.done.done():
+            self.done.set_result("ok")
+
+    def on_abort(self, request: SimRequest) -> None:
+        if not self.done.done():
+            self.done.set_result("cut")
+
+
+class SimEngine:
+    """A vLLM-compatible engine on one port, scheduled on a shared ``Device``."""
+
+    def __init__(self, settings: EngineSettings, device: Device, *, index: int, seed: int) -> None:
+        self.settings = settings
+        self.faults: Faults = settings.faults
+        self.device = device
+        self.index = index
+        self._rng = random.Random(f"{seed}:{settings.iid}:http")
+        self._api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
+        self.start_time = time.time()
+        self.stats = EngineStats()
+        self.scheduler = EngineScheduler(
+            preset=settings.preset,
+            max_num_seqs=settings.max_num_seqs,
+            max_num_batched_tokens=settings.max_num_batched_tokens,
+            kv_cache_tokens=settings.kv_cache_tokens,
+            block_size=settings.block_size,
+            observer=StepObserver(self._on_first_token, self._on_gap, self._on_finish),
+            stalled=settings.faults.stall,
+        )
+        device.attach(self.scheduler)
+        self.server = HttpServer(self.handle)
+
+    # lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Listen on the engine's address."""
+        await self.server.start(self.settings.host, self.settings.port)
+
+    async def stop(self) -> None:
+        """Cut everything and close the socket."""
+        self.scheduler.abort_all()
+        await self.server.stop()
+
+    def restart(self) -> None:
+        """A new process: in-flight requests cut, new metrics and ``process_start_time_seconds``."""
+        self.scheduler.abort_all()
+        self.stats = EngineStats()
+        self.start_time = max(time.time(), self.start_time + 0.001)
+
+    def set_faults(self, patch: dict[str, Any]) -> None:
+        """Merge a JSON patch into the active faults (``null`` clears a fault)."""
+        self.faults = self.faults.merged(patch)
+        self.scheduler.stalled = self.faults.stall
+        self.device.wake()
+
+    def state(self) -> dict[str, Any]:
+        """Scheduler state for ``GET /_sim/state``."""
+        s = self.settings
+        sch = self.scheduler
+        return {
+            "iid": s.iid,
+            "role": s.role,
+            "group": s.group,
+            "model": s.served_model_name,
+            "preset": s.preset.name,
+            "api_style": s.api_style,
+            "version": self._version(),
+            "max_model_len": s.max_model_len,
+            "max_num_seqs": s.max_num_seqs,
+            "max_num_batched_tokens": s.max_num_batched_tokens,
+            "kv_cache_tokens": s.kv_cache_tokens,
+            "running": len(sch.running),
+            "waiting": len(sch.waiting),
+            "kv_reserved_tokens": sch.kv_reserved,
+            "kv_used_tokens": sch.kv_used_tokens(),
+            "device_steps": self.device.steps,
+            "device_busy_s": self.device.busy_s,
+            "process_start_time_seconds": self.start_time,
+            "time_scale": self.device.time_scale,
+            "faults": self.faults.to_dict(),
+        }
+
+    # observer (simulated seconds) --------------------------------------------------------------
+    def _on_first_token(self, r: SimRequest, ttft: float) -> None:
+        self.stats.ttft.observe(ttft)
+        self.stats.prompt_tokens += r.prompt_len
+        self.stats.generation_tokens += 1
+
+    def _on_gap(self, gap: float, tokens: int) -> None:
+        self.stats.itl.observe(gap)
+        self.stats.generation_tokens += tokens
+
+    def _on_finish(self, r: SimRequest, e2e: float) -> None:
+        self.stats.e2e.observe(e2e)
+
+    # HTTP --------------------------------------------------------------------------------------
+    def _version(self) -> str:
+        return self.faults.version or self.settings.version
+
+    def _error(
+        self, resp: Responder, err: ApiError, headers: list[tuple[str, str]] | None = None
+    ) -> None:
+        resp.send(err.status, err.body(self.settings.error_shape), headers=headers)
+
+    async def handle(self, req: Request, resp: Responder) -> None:
+        """Route one request."""
+        path, method = req.path, req.method
+        if (
+            self._api_key is not None
+            and path.startswith(_GUARDED[self.settings.api_style])
+            and method != "OPTIONS"
+        ):
+            scheme, _, key = req.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                key.strip().encode(), self._api_key.encode()
+            ):
+                resp.send(401, b'{"error":"Unauthorized"}')
+                return
+        route = _ROUTES.get(path)
+        if route is None:
+            if path.startswith("/_sim/"):
+                await self._control(req, resp)
+                return
+            resp.send(404, _NOT_FOUND)
+            return
+        want, name = route
+        if method != want:
+            resp.send(405, b'{"detail":"Method Not Allowed"}')
+            return
+        try:
+            if want == "POST":
+                if not req.headers.get("content-type", "").lower().startswith("application/json"):
+                    raise ApiError(
+                        400, "Unsupported Media Type: Only 'application/json' is allowed"
+                    )
+                try:
+                    body = orjson.loads(req.body)
+                except orjson.JSONDecodeError as exc:
+                    raise ApiError(400, f"JSON decode error: {exc}", "Bad Request") from exc
+            else:
+                body = None
+            await getattr(self, name)(req, resp, body)
+        except ApiError as err:
+            self._error(resp, err)
+
+    async def _health(self, req: Request, resp: Responder, body: Any) -> None:
+        resp.send(self.faults.health_status or 200, b"")
+
+    async def _version_route(self, req: Request, resp: Responder, body: Any) -> None:
+        resp.send(200, orjson.dumps({"version": self._version()}))
+
+    def _max_model_len(self, fault: int | str | None) -> int | None:
+        if fault == "missing":
+            return None
+        return fault if isinstance(fault, int) else self.settings.max_model_len
+
+    async def _models(self, req: Request, resp: Responder, body: Any) -> None:
+        limit = self._max_model_len(self.faults.models_max_model_len)
+        resp.send(200, model_list(self.settings, limit))
+
+    async def _tokenize(self, req: Request, resp: Responder, body: Any) -> None:
+        limit = self._max_model_len(self.faults.tokenize_max_model_len)
+        resp.send(200, tokenize_reply(self.settings, body, limit))
+
+    async def _detokenize(self, req: Request, resp: Responder, body: Any) -> None:
+        resp.send(200, detokenize_reply(self.settings, body))
+
+    async def _metrics(self, req: Request, resp: Responder, body: Any) -> None:
+        s, sch = self.settings, self.scheduler
+        blocks = s.kv_cache_tokens // s.block_size
+        labels = cache_config_labels(
+            api_style=s.api_style,
+            block_size=s.block_size,
+            num_gpu_blocks=blocks,
+            prefix_caching=self.faults.prefix_caching
+            if self.faults.prefix_caching is not None
+            else s.prefix_caching,
+            gpu_memory_utilization=s.gpu_memory_utilization,
+            kv_cache_tokens=s.kv_cache_tokens,
+            max_model_len=s.max_model_len,
+        )
+        text = render_engine_metrics(
+            model_name=s.served_model_name,
+            engine_index="0",
+            running=len(sch.running),
+            waiting=len(sch.waiting),
+            kv_usage=min(1.0, sch.kv_used_tokens() / max(1, s.kv_cache_tokens)),
+            cache_config=labels,
+            start_time=self.start_time,
+            stats=self.stats,
+        )
+        resp.send(200, text, content_type=_TEXT)
+
+    async def _completions(self, req: Request, resp: Responder, body: Any) -> None:
+        s = self.settings
+        header_rid = req.headers.get("x-request-id")
+        echo = (
+            [("x-request-id", header_rid or uuid.uuid4().hex)]
+            if s.enable_request_id_headers
+            else []
+        )
+        fault = self.faults.http_error
+        if fault is not None and self._rng.random() < fault.rate:
+            kind = {
+                429: "TooManyRequestsError",
+                500: "InternalServerError",
+                503: "ServiceUnavailableError",
+            }
+            err = ApiError(
+                fault.status, "simulated failure (narwhal-sim http_error fault)", kind[fault.status]
+            )
+            self._error(resp, err, echo)
+            return
+        try:
+            params = parse_completion(s, body, header_rid)
+        except ApiError as err:
+            self._error(resp, err, echo)
+            return
+        if not self.scheduler.fits_ever(len(params.prompt_ids), params.target_tokens):
+            self._error(
+                resp, ApiError(400, "request needs more KV cache than the engine has"), echo
+            )
+            return
+        created = int(time.time())
+        loop = asyncio.get_running_loop()
+        now = min(req.received, loop.time())
+        ready = now + s.preset.api_overhead / self.device.time_scale
+        if params.stream:
+            resp.start_stream(headers=echo)
+            writer = StreamWriter(
+                s,
+                params,
+                resp,
+                created,
+                cut_after=self.faults.cut_after_tokens,
+                error_after=self.faults.stream_error_after_tokens,
+                on_cut=self._drop,
+            )
+            request = SimRequest(
+                params.request_id, len(params.prompt_ids), params.target_tokens, writer, now, ready
+            )
+            resp.on_close(lambda: self._drop(request))
+            self.scheduler.submit(request)
+            outcome = await writer.done
+            self._count(request, params, outcome)
+            return
+        collector = _Collector()
+        request = SimRequest(
+            params.request_id, len(params.prompt_ids), params.target_tokens, collector, now, ready
+        )
+        resp.on_close(lambda: self._drop(request))
+        self.scheduler.submit(request)
+        outcome = await collector.done
+        self._count(request, params, outcome)
+        if outcome == "ok":
+            resp.send(200, completion_body(s, params, created, collector.generated), headers=echo)
+        else:
+            resp.abort()
+
+    def _count(self, request: SimRequest, params: CompletionParams, outcome: str) -> None:
+        reason = params.finish_reason if outcome == "ok" else "abort"
+        self.stats.success[reason] = self.stats.success.get(reason, 0) + 1
+
+    def _drop(self, request: SimRequest) -> None:
+        self.scheduler.abort(request)
+        sink = request.sink
+        if isinstance(sink, _Collector | StreamWriter) and not sink.done.done():
+            sink.done.set_result("cut")
+
+    async def _control(self, req: Request, resp: Responder) -> None:
+        if not is_loopback(req.peer.removeprefix("::ffff:")):
+            resp.send(
+                403, b'{"detail":"narwhal-sim control endpoints answer loopback clients only"}'
+            )
+            return
+        if req.path == "/_sim/state" and req.method == "GET":
+            resp.send(200, orjson.dumps(self.state()))
+        elif req.path == "/_sim/faults" and req.method == "POST":
+            try:
+                patch = orjson.loads(req.body or b"{}")
+                if not isinstance(patch, dict):
+                    raise SimConfigError("expected a JSON object of faults")
+                self.set_faults(patch)
+            except (orjson.JSONDecodeError, SimConfigError) as exc:
+                resp.send(400, orjson.dumps({"detail": str(exc)}))
+                return
+            resp.send(200, orjson.dumps({"faults": self.faults.to_dict()}))
+        elif req.path == "/_sim/restart" and req.method == "POST":
+            self.restart()
+            resp.send(200, orjson.dumps({"process_start_time_seconds": self.start_time}))
+        else:
+            resp.send(404, _NOT_FOUND)
+
+
+_ROUTES: dict[str, tuple[str, str]] = {
+    "/health": ("GET", "_health"),
+    "/ping": ("GET", "_health"),
+    "/version": ("GET", "_version_route"),
+    "/v1/models": ("GET", "_models"),
+    "/tokenize": ("POST", "_tokenize"),
+    "/detokenize": ("POST", "_detokenize"),
+    "/metrics": ("GET", "_metrics"),
+    "/v1/completions": ("POST", "_completions"),
+}

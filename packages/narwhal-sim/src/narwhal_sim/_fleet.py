@@ -1,0 +1,205 @@
+"""Build and run a simulated fleet (devices, engines, router) inside one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ._config import EngineSettings
+from ._engine import SimEngine
+from ._errors import SimStartError
+from ._router import Backend, Router
+from ._scheduler import Device
+
+
+@dataclass(slots=True)
+class RouterSettings:
+    """Where the router listens and journals."""
+
+    host: str
+    port: int
+    journal: Path | None
+
+
+@dataclass(slots=True)
+class SimFleetRuntime:
+    """Every device, engine and the router of one running simulation."""
+
+    engines: list[SimEngine]
+    devices: dict[str, Device]
+    router: Router | None = None
+    router_url: str | None = None
+    listening: list[str] = field(default_factory=list)
+
+    async def stop(self) -> None:
+        """Stop the router, the engines and the device loops."""
+        if self.router is not None:
+            await self.router.stop()
+        for engine in self.engines:
+            await engine.stop()
+        for device in self.devices.values():
+            await device.stop()
+
+
+def _device_noise(engines: list[SimEngine]) -> Callable[[], float]:
+    def noise() -> float:
+        return max((e.faults.noise or 0.0) for e in engines)
+
+    return noise
+
+
+async def start_runtime(
+    settings: list[EngineSettings],
+    *,
+    router: RouterSettings | None,
+    time_scale: float,
+    seed: int,
+) -> SimFleetRuntime:
+    """Create devices per ``shared_device.group``, start every engine and the router."""
+    devices: dict[str, Device] = {}
+    engines: list[SimEngine] = []
+    for index, s in enumerate(settings):
+        device = devices.get(s.group)
+        if device is None:
+            device = devices[s.group] = Device(s.group, time_scale=time_scale, seed=seed)
+        engines.append(SimEngine(s, device, index=index, seed=seed))
+    for device in devices.values():
+        device.noise = _device_noise([e for e in engines if e.device is device])
+        device.start()
+    runtime = SimFleetRuntime(engines, devices)
+    try:
+        for engine in engines:
+            try:
+                await engine.start()
+            except OSError as exc:
+                raise SimStartError(
+                    f"engine {engine.settings.iid}: cannot listen on {engine.settings.url}: "
+                    f"{exc.strerror or exc}"
+                ) from exc
+            runtime.listening.append(
+                f"engine {engine.settings.iid} ({engine.settings.role}, group "
+                f"{engine.settings.group}, {engine.settings.preset.name}) {engine.settings.url}"
+            )
+        if router is not None:
+            backends = [
+                Backend(
+                    e.settings.iid,
+                    e.settings.host,
+                    e.settings.port,
+                    e.settings.role,
+                    e.settings.served_model_name,
+                )
+                for e in engines
+            ]
+            runtime.router = Router(
+                backends, journal=router.journal, engine_gauges=lambda: _engine_gauges(engines)
+            )
+            try:
+                await runtime.router.start(router.host, router.port)
+            except OSError as exc:
+                raise SimStartError(
+                    f"router: cannot listen on {router.host}:{router.port}: {exc.strerror or exc}"
+                ) from exc
+            host = f"[{router.host}]" if ":" in router.host else router.host
+            runtime.router_url = f"http://{host}:{router.port}"
+            journal = f" journal {router.journal}" if router.journal else ""
+            runtime.listening.append(f"router {runtime.router_url}{journal}")
+    except BaseException:
+        await runtime.stop()
+        raise
+    return runtime
+
+
+def _engine_gauges(engines: list[SimEngine]) -> list[tuple[str, str, float]]:
+    running = sum(len(e.scheduler.running) for e in engines)
+    waiting = sum(len(e.scheduler.waiting) for e in engines)
+    return [
+        (
+            "vllm:num_requests_running",
+            "Requests running on the fleet's engines (sum).",
+            float(running),
+        ),
+        (
+            "vllm:num_requests_waiting",
+            "Requests waiting on the fleet's engines (sum).",
+            float(waiting),
+        ),
+    ]
+
+
+def ready_document(runtime: SimFleetRuntime) -> dict[str, Any]:
+    """The ready-file content: engine addresses by iid and the router URL."""
+    return {
+        "format": "narwhal.sim.ready",
+        "format_version": 1,
+        "pid": os.getpid(),
+        "engines": {e.settings.iid: e.settings.url for e in runtime.engines},
+        "router": runtime.router_url,
+    }
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
+    if path.is_symlink():
+        raise SimStartError(f"refusing to write through a symlink: {path}")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+async def serve(
+    settings: list[EngineSettings],
+    *,
+    router: RouterSettings | None,
+    time_scale: float,
+    seed: int,
+    ready_file: Path | None,
+    announce: Callable[[str], None],
+    parent_pid: int | None = None,
+) -> None:
+    """Run until SIGINT/SIGTERM (or until process ``parent_pid`` is gone), then stop cleanly."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    watchdog = loop.create_task(_watch_parent(parent_pid, stop)) if parent_pid else None
+    try:
+        runtime = await start_runtime(settings, router=router, time_scale=time_scale, seed=seed)
+        try:
+            for line in runtime.listening:
+                announce(line)
+            if ready_file is not None:
+                write_atomic(
+                    ready_file, orjson.dumps(ready_document(runtime), option=orjson.OPT_INDENT_2)
+                )
+            announce("serving; Ctrl-C stops")
+            await stop.wait()
+        finally:
+            await runtime.stop()
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _watch_parent(pid: int, stop: asyncio.Event) -> None:
+    """Set ``stop`` once the process that started us is gone (a killed test leaves no server)."""
+    while os.getppid() == pid:  # noqa: ASYNC110 - no event exists for a parent's death: poll
+        await asyncio.sleep(1.0)
+    stop.set()

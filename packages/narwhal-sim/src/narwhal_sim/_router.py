@@ -1,0 +1,292 @@
+"""The router in front of a simulated fleet: forwards completions, journals every request.
+
+Policy: a completion goes to the engine with the fewest router-resident requests among the
+``mixed`` and ``decode`` engines serving the requested model (ties: fleet order); when no such
+engine exists, among every engine serving the model. Other routes go to the first such engine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from ._http import HttpServer, Request, Responder
+from ._metrics import render_gauges
+from ._upstream import UpstreamError, send
+
+_FORWARD_HEADERS = ("authorization", "x-request-id", "content-type", "accept")
+_GETS = ("/v1/models", "/version", "/health")
+_POSTS = ("/tokenize", "/detokenize")
+
+
+@dataclass(slots=True)
+class Backend:
+    """One engine the router can use."""
+
+    iid: str
+    host: str
+    port: int
+    role: str
+    model: str
+    resident: int = 0
+
+
+class Router:
+    """HTTP router with an admission queue gauge, a resident gauge and a JSON-lines journal."""
+
+    def __init__(
+        self,
+        backends: list[Backend],
+        *,
+        journal: Path | None,
+        engine_gauges: Callable[[], list[tuple[str, str, float]]] | None = None,
+    ) -> None:
+        self.backends = backends
+        self.queue_depth = 0
+        self.resident = 0
+        self._journal_path = journal
+        self._journal: IO[bytes] | None = None
+        self._engine_gauges = engine_gauges
+        self.server = HttpServer(self.handle)
+
+    async def start(self, host: str, port: int) -> None:
+        """Open the journal (append, 0600) and listen."""
+        if self._journal_path is not None:
+            self._journal_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = _open_append(self._journal_path)
+            self._journal = os.fdopen(fd, "ab", buffering=0)  # kept open for the router's life
+        await self.server.start(host, port)
+
+    async def stop(self) -> None:
+        """Stop listening and close the journal."""
+        await self.server.stop()
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+
+    def _pick(self, model: Any, *, completion: bool) -> Backend | None:
+        serving = [b for b in self.backends if model in (None, "", b.model)]
+        if completion:
+            preferred = [b for b in serving if b.role in ("mixed", "decode")] or serving
+            return min(preferred, key=lambda b: b.resident, default=None)
+        return serving[0] if serving else None
+
+    async def handle(self, req: Request, resp: Responder) -> None:
+        """Route one client request."""
+        if req.path == "/metrics" and req.method == "GET":
+            gauges = [
+                (
+                    "narwhal_router_admission_queue_depth",
+                    "Requests received but not yet sent to an engine.",
+                    float(self.queue_depth),
+                ),
+                (
+                    "narwhal_router_resident_requests",
+                    "Requests sent to an engine and not yet finished.",
+                    float(self.resident),
+                ),
+            ]
+            body = render_gauges(gauges)
+            if self._engine_gauges is not None:
+                body += render_gauges(self._engine_gauges())
+            resp.send(200, body, content_type=b"text/plain; version=0.0.4; charset=utf-8")
+            return
+        if req.path == "/v1/completions" and req.method == "POST":
+            await self._completion(req, resp)
+            return
+        if (req.path in _GETS and req.method == "GET") or (
+            req.path in _POSTS and req.method == "POST"
+        ):
+            model = None
+            if req.method == "POST":
+                try:
+                    model = orjson.loads(req.body).get("model")
+                except (orjson.JSONDecodeError, AttributeError):
+                    model = None
+            backend = self._pick(model, completion=False)
+            if backend is None:
+                resp.send(
+                    404,
+                    b'{"error":{"message":"no engine serves that model","type":"NotFoundError",'
+                    b'"param":"model","code":404}}',
+                )
+                return
+            await self._relay(req, resp, backend)
+            return
+        resp.send(404, b'{"detail":"Not Found"}')
+
+    def _headers(self, req: Request) -> list[tuple[str, str]]:
+        return [(k, req.headers[k]) for k in _FORWARD_HEADERS if k in req.headers]
+
+    async def _relay(self, req: Request, resp: Responder, backend: Backend) -> None:
+        try:
+            up = await send(
+                backend.host, backend.port, req.method, req.path, self._headers(req), req.body
+            )
+            body = b"".join([part async for part in up.body_parts()])
+            up.close()
+        except UpstreamError as exc:
+            resp.send(
+                502,
+                orjson.dumps(
+                    {
+                        "error": {
+                            "message": str(exc),
+                            "type": "BadGateway",
+                            "param": None,
+                            "code": 502,
+                        }
+                    }
+                ),
+            )
+            return
+        resp.send(
+            up.status,
+            body,
+            content_type=up.headers.get("content-type", "application/json").encode(),
+        )
+
+    async def _completion(self, req: Request, resp: Responder) -> None:
+        arrival = time.time()
+        try:
+            doc = orjson.loads(req.body)
+        except orjson.JSONDecodeError:
+            doc = {}
+        doc = doc if isinstance(doc, dict) else {}
+        rid = (
+            req.headers.get("x-request-id") or doc.get("request_id") or f"router-{uuid.uuid4().hex}"
+        )
+        entry: dict[str, Any] = {
+            "request_id": str(rid),
+            "engine": None,
+            "arrival": arrival,
+            "first_token": None,
+            "end": None,
+            "status": "error",
+            "http_status": None,
+            "prompt_tokens": None,
+            "completion_tokens": None,
+        }
+        backend = self._pick(doc.get("model"), completion=True)
+        if backend is None:
+            resp.send(
+                404,
+                b'{"error":{"message":"no engine serves that model","type":"NotFoundError",'
+                b'"param":"model","code":404}}',
+            )
+            entry.update(end=time.time(), http_status=404, status="no_engine")
+            self._write(entry)
+            return
+        entry["engine"] = backend.iid
+        self.queue_depth += 1
+        queued = True
+        backend.resident += 1
+        try:
+            up = await send(
+                backend.host, backend.port, "POST", req.path, self._headers(req), req.body
+            )
+            self.queue_depth -= 1
+            queued = False
+            self.resident += 1
+            try:
+                await self._stream_back(up, resp, entry)
+            finally:
+                self.resident -= 1
+                up.close()
+        except UpstreamError:
+            if not resp.done:
+                if entry["http_status"] is None:
+                    resp.send(
+                        502,
+                        b'{"error":{"message":"engine unreachable","type":"BadGateway",'
+                        b'"param":null,"code":502}}',
+                    )
+                    entry.update(http_status=502, status="error")
+                else:
+                    resp.abort()
+                    entry["status"] = "cut"
+        finally:
+            if queued:
+                self.queue_depth -= 1
+            backend.resident -= 1
+            entry["end"] = time.time()
+            self._write(entry)
+
+    async def _stream_back(self, up: Any, resp: Responder, entry: dict[str, Any]) -> None:
+        entry["http_status"] = up.status
+        content_type = up.headers.get("content-type", "application/json")
+        if up.status != 200 or not content_type.startswith("text/event-stream"):
+            body = b"".join([part async for part in up.body_parts()])
+            resp.send(up.status, body, content_type=content_type.encode(), headers=self._echo(up))
+            if up.status == 200:
+                entry["first_token"] = time.time()
+                try:
+                    usage = orjson.loads(body).get("usage") or {}
+                except (orjson.JSONDecodeError, AttributeError):
+                    usage = {}
+                entry.update(
+                    status="ok",
+                    prompt_tokens=usage.get("prompt_tokens"),
+                    completion_tokens=usage.get("completion_tokens"),
+                )
+            return
+        resp.start_stream(headers=self._echo(up))
+        buf = b""
+        chunks = 0
+        status = "cut"
+        async for part in up.body_parts():
+            if resp.closed:
+                entry["status"] = "client_disconnected"
+                return
+            resp.write_chunk(part)
+            buf += part
+            while (cut := buf.find(b"\n\n")) >= 0:
+                event, buf = buf[:cut], buf[cut + 2 :]
+                if not event.startswith(b"data: "):
+                    continue
+                payload = event[6:]
+                if payload == b"[DONE]":
+                    status = "ok" if status == "cut" else status
+                elif payload.startswith(b'{"error"'):
+                    status = "stream_error"
+                elif b'"choices":[]' in payload:
+                    usage = orjson.loads(payload).get("usage") or {}
+                    entry.update(
+                        prompt_tokens=usage.get("prompt_tokens"),
+                        completion_tokens=usage.get("completion_tokens"),
+                    )
+                else:
+                    chunks += 1
+                    if entry["first_token"] is None:
+                        entry["first_token"] = time.time()
+        resp.end_stream()
+        if entry["completion_tokens"] is None and chunks:
+            entry["completion_tokens"] = chunks
+        entry["status"] = status if status != "cut" else "cut"
+
+    @staticmethod
+    def _echo(up: Any) -> list[tuple[str, str]]:
+        rid = up.headers.get("x-request-id")
+        return [("x-request-id", rid)] if rid else []
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        if self._journal is not None:
+            self._journal.write(orjson.dumps(entry) + b"\n")
+
+
+def _open_append(path: Path) -> int:
+    flags = (
+        os.O_WRONLY
+        | os.O_CREAT
+        | os.O_APPEND
+        | getattr(os, "O_NOFOLLOW", 0)
+        | getattr(os, "O_CLOEXEC", 0)
+    )
+    return os.open(path, flags, 0o600)

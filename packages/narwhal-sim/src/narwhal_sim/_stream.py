@@ -1,0 +1,150 @@
+"""SSE framing of a streamed completion: one writer per request, fed by the scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import orjson
+
+from . import _tokenizer as tok
+from ._bodies import fingerprint, logprobs_obj
+from ._completions import ApiError, CompletionParams
+from ._config import EngineSettings
+from ._http import Responder
+from ._scheduler import SimRequest
+
+DONE = b"data: [DONE]\n\n"
+
+
+class StreamWriter:
+    """Turns scheduler progress into SSE chunks on one response (a ``TokenSink``)."""
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        params: CompletionParams,
+        responder: Responder,
+        created: int,
+        *,
+        cut_after: int | None,
+        error_after: int | None,
+        on_cut: Callable[[SimRequest], None],
+    ) -> None:
+        self._p = params
+        self._resp = responder
+        self._cut_after = cut_after
+        self._error_after = error_after
+        self._on_cut = on_cut
+        self._style33 = settings.api_style == "0.33"
+        self._fingerprint = fingerprint(settings) if self._style33 else None
+        head = orjson.dumps(
+            {
+                "id": params.request_id,
+                "object": "text_completion",
+                "created": created,
+                "model": settings.served_model_name,
+            }
+        )
+        self._head = b"data: " + head[:-1] + b',"choices":[{"index":0,"text":'
+        self._usage_head = b"data: " + head[:-1] + b',"choices":[],"usage":'
+        # 0.10.2/0.11.0 bug: prompt_token_ids on the first chunk even without return_token_ids
+        self._prompt_ids_first = params.return_token_ids or not self._style33
+        self._emitted = 0  # tokens written
+        self._pending = 0  # tokens generated but held back by stream_interval
+        self._chars = 0
+        self.done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    # TokenSink -----------------------------------------------------------------------------
+    def on_tokens(self, request: SimRequest, count: int, finished: bool) -> None:
+        """Write a chunk when due (first token, stream_interval reached, or last token)."""
+        self._pending += count
+        first = self._emitted == 0
+        limit = self._cut_after if self._cut_after is not None else self._error_after
+        if limit is not None and self._emitted + self._pending >= limit:
+            self._pending = limit - self._emitted
+            if self._pending > 0:
+                self._resp.write_chunk(self._chunk(self._pending, None, first))
+                self._emitted += self._pending
+            self._fault(request)
+            return
+        if not (finished or first or self._pending >= self._p.stream_interval):
+            return
+        data = self._chunk(self._pending, self._p.finish_reason if finished else None, first)
+        self._emitted += self._pending
+        self._pending = 0
+        if not finished:
+            self._resp.write_chunk(data)
+            return
+        if self._p.include_usage:
+            data += self._usage_chunk()
+        self._resp.end_stream(data + DONE)
+        if not self.done.done():
+            self.done.set_result("ok")
+
+    def on_abort(self, request: SimRequest) -> None:
+        """The engine restarted: drop the connection mid-stream."""
+        self._resp.abort()
+        if not self.done.done():
+            self.done.set_result("cut")
+
+    # ---------------------------------------------------------------------------------------
+    def _fault(self, request: SimRequest) -> None:
+        outcome = "cut" if self._cut_after is not None else "stream_error"
+        if not self.done.done():
+            self.done.set_result(outcome)
+        self._on_cut(request)
+        if self._cut_after is not None:
+            self._resp.abort()
+        else:
+            err = ApiError(500, "Internal server error", "InternalServerError")
+            self._resp.end_stream(err.stream_event() + DONE)
+
+    def _chunk(self, count: int, finish: str | None, first: bool) -> bytes:
+        p = self._p
+        start = self._emitted
+        ids = [tok.generated_id(p.digest, start + k) for k in range(count)]
+        texts = [tok.token_text(i) for i in ids]
+        text = "".join(texts)
+        parts = [self._head, orjson.dumps(text), b',"logprobs":']
+        if p.logprobs is not None:
+            parts.append(
+                orjson.dumps(logprobs_obj(ids, texts, self._chars, p.logprobs, p.tokens_as_ids))
+            )
+        else:
+            parts.append(b"null")
+        self._chars += len(text)
+        parts.append(b',"finish_reason":' + (b'"%s"' % finish.encode() if finish else b"null"))
+        parts.append(b',"stop_reason":null,"prompt_token_ids":')
+        parts.append(orjson.dumps(p.prompt_ids) if first and self._prompt_ids_first else b"null")
+        parts.append(b',"token_ids":' + (orjson.dumps(ids) if p.return_token_ids else b"null"))
+        usage = b"null"
+        if p.continuous_usage:
+            n = len(p.prompt_ids)
+            done = start + count
+            usage = b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (
+                n,
+                n + done,
+                done,
+            )
+        if self._style33:
+            parts.append(b',"weight_versions":null}]')
+            if p.continuous_usage:
+                parts.append(b',"usage":' + usage)
+            if finish and not p.include_usage:
+                parts.append(b',"system_fingerprint":"' + (self._fingerprint or "").encode() + b'"')
+            parts.append(b',"kv_transfer_params":null}\n\n')
+        else:
+            parts.append(b'}],"usage":' + usage + b"}\n\n")
+        return b"".join(parts)
+
+    def _usage_chunk(self) -> bytes:
+        n = len(self._p.prompt_ids)
+        c = self._emitted
+        usage = b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (n, n + c, c)
+        tail = (
+            b',"system_fingerprint":"' + (self._fingerprint or "").encode() + b'"'
+            if self._style33
+            else b""
+        )
+        return self._usage_head + usage + tail + b"}\n\n"

@@ -1,0 +1,176 @@
+"""``narwhal-sim``: serve a simulated vLLM fleet (thin typer shell over the library)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._config import is_loopback, load_json, resolve_engines, split_hostport
+from ._errors import SimError
+from ._fleet import RouterSettings, serve
+from ._presets import DEFAULT_PRESET, presets
+
+app = typer.Typer(
+    name="narwhal-sim",
+    help="A vLLM-compatible simulated GPU fleet (engines + router) for tests, demos, benchmarks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"narwhal-sim: error: {message}", err=True)
+    return typer.Exit(code)
+
+
+_UP_HELP = "\n\n".join(
+    [
+        "Serve every engine of a fleet file (and the router) until Ctrl-C or SIGTERM.",
+        "Example: narwhal-sim up --fleet examples/sim-fleet.json "
+        "--sim-config examples/sim-config.json --router 127.0.0.1:18000",
+        "Each engine answers the vLLM routes (/health, /version, /v1/models, /tokenize, "
+        "/detokenize, /v1/completions, /metrics). For tests, on an engine port and from loopback "
+        'only: POST /_sim/faults {"health_status": 503} (null clears a fault), '
+        "POST /_sim/restart, GET /_sim/state.",
+    ]
+)
+
+
+@app.command(no_args_is_help=True, help=_UP_HELP)
+def up(
+    fleet: Annotated[
+        Path,
+        typer.Option(
+            "--fleet",
+            help="narwhal.fleet JSON: one simulated engine per entry (its url "
+            "gives host and port; shared_device.group engines share one GPU).",
+        ),
+    ],
+    sim_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--sim-config",
+            help="narwhal.sim JSON: per-engine API style, "
+            "preset, limits, faults (see the package README).",
+        ),
+    ] = None,
+    router: Annotated[
+        str | None,
+        typer.Option(
+            "--router",
+            metavar="HOST:PORT",
+            help="Also start the router here (e.g. 127.0.0.1:18000).",
+        ),
+    ] = None,
+    journal: Annotated[
+        Path | None,
+        typer.Option(
+            "--journal",
+            help="Router journal: one JSON line per request "
+            "(default: router-journal.jsonl beside the fleet file).",
+        ),
+    ] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            "--preset",
+            help=f"Latency preset of every engine without its own in the --sim-config engines "
+            f"table (default {DEFAULT_PRESET}; `narwhal-sim presets`).",
+        ),
+    ] = None,
+    time_scale: Annotated[
+        float,
+        typer.Option(
+            "--time-scale",
+            help="Run simulated time X times faster (every duration is divided by X).",
+        ),
+    ] = 1.0,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the timing jitter and fault draws.")
+    ] = 0,
+    ready_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--ready-file",
+            help="Write this JSON file (engine URLs, router URL) once every socket listens.",
+        ),
+    ] = None,
+    allow_non_loopback: Annotated[
+        bool,
+        typer.Option(
+            "--allow-non-loopback", help="Serve fleet URLs that are not loopback addresses."
+        ),
+    ] = False,
+) -> None:
+    """Serve every engine of a fleet file (and the router) until Ctrl-C or SIGTERM."""
+    if not math.isfinite(time_scale) or time_scale <= 0:
+        raise _fail(f"--time-scale must be a finite positive number, got {time_scale}")
+    if preset is not None and preset not in presets():
+        raise _fail(f"unknown preset {preset!r}; choose one of {', '.join(sorted(presets()))}")
+    try:
+        fleet_doc = load_json(fleet, "fleet file")
+        sim_doc = load_json(sim_config, "sim config") if sim_config is not None else None
+        settings = resolve_engines(
+            fleet_doc, sim_doc, preset=preset, allow_non_loopback=allow_non_loopback
+        )
+        router_settings = None
+        if router is not None:
+            host, port = split_hostport(router, "--router")
+            if not allow_non_loopback and not is_loopback(host):
+                raise _fail(f"--router {router}: {host} is not loopback (use --allow-non-loopback)")
+            router_settings = RouterSettings(
+                host, port, journal or fleet.parent / "router-journal.jsonl"
+            )
+        elif journal is not None:
+            raise _fail("--journal needs --router")
+    except SimError as exc:
+        raise _fail(str(exc)) from None
+    watch = os.environ.get("NARWHAL_SIM_PARENT_PID", "")
+    try:
+        asyncio.run(
+            serve(
+                settings,
+                router=router_settings,
+                time_scale=time_scale,
+                seed=seed,
+                ready_file=ready_file,
+                announce=lambda line: print(f"narwhal-sim: {line}", flush=True),
+                parent_pid=int(watch) if watch.isdigit() else None,
+            )
+        )
+    except SimError as exc:
+        raise _fail(str(exc), 1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    print("narwhal-sim: stopped", flush=True)
+
+
+@app.command("presets")
+def list_presets() -> None:
+    """List the latency presets and their coefficients."""
+    for name, p in sorted(presets().items()):
+        mark = " (default)" if name == DEFAULT_PRESET else ""
+        print(f"{name}{mark}: {p.description}")
+        print(
+            f"    prefill a={p.a * 1e3:.2f} ms b={p.b:.3g} s/tok c={p.c:.3g} s/tok^2 "
+            f"(+{p.e * 1e3:.2f} ms per extra chunk of {p.max_num_batched_tokens})"
+        )
+        print(
+            f"    decode  d0={p.d0 * 1e3:.2f} ms d1={p.d1:.3g} s/seq d2={p.d2:.3g} s/ctx-token; "
+            f"KV {p.kv_cache_tokens} tokens; jitter {p.jitter:.0%}"
+        )
+
+
+def main() -> None:
+    """Console entry point."""
+    app(prog_name="narwhal-sim")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

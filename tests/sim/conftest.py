@@ -1,0 +1,25 @@
+"""Fixtures: simulated fleets started as subprocesses on loopback and stopped after the module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from narwhal_sim.testing import SimFleet, sim_config, start_sim_fleet
+
+
+@pytest.fixture(scope="module")
+def api_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
+    """Two tiny-preset engines: a 0.11-style one and a 0.33-style one with request-id echo."""
+    cfg = sim_config(
+        {"preset": "tiny", "max_model_len": 4096},
+        old={"api_style": "0.11", "version": "0.11.0"},
+        new={"api_style": "0.33", "version": "0.33.0", "enable_request_id_headers": True},
+    )
+    engines = [
+        {"iid": "old", "role": "mixed", "model": "m"},
+        {"iid": "new", "role": "mixed", "model": "m"},
+    ]
+    with start_sim_fleet(tmp_path_factory.mktemp("api"), engines, sim_config=cfg) as fleet:
+        yield fleet
