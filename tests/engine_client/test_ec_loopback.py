@@ -92,3 +92,29 @@ async def test_64_concurrent_streams_over_loopback(holding_server):
     assert {tuple(r.token_ids or []) for r in records} == {tuple(range(TOKENS))}
     assert all(r.first_token_ns is not None and r.first_token_ns > r.send_ns for r in records)
     assert sorted(state.request_ids) == sorted(f"r{i}" for i in range(STREAMS))
+
+
+async def test_send_time_is_taken_when_the_request_head_goes_out():
+    """On real sockets, send_ns comes from the moment httpx starts writing the request head.
+
+    The clock hands out 1, 2, 3, ...: 1 is the provisional stamp before ``httpx.send``; the trace
+    hook must replace it with the next value, so httpx's own request preparation is not counted in
+    TTFT.
+    """
+    state = _HoldingServer(1)
+    server = await asyncio.start_server(state.handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    ticks = iter(range(1, 1_000))
+    try:
+        async with EngineClient(
+            f"http://127.0.0.1:{port}", timeout_s=20, clock_ns=lambda: next(ticks)
+        ) as client:
+            record = await client.stream_completion(
+                completion_body(model="m", prompt=[1, 2], max_tokens=TOKENS), request_id="r0"
+            )
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert record.ok
+    assert record.send_ns == 2
+    assert record.first_token_ns is not None and record.first_token_ns > 2
