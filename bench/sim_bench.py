@@ -109,7 +109,8 @@ def main() -> None:
     counts = [len(t) for t in results]
     start = max(t[0] for t in results)
     end = min(t[-1] for t in results)
-    per_stream, gaps = [], []
+    per_stream: list[float] = []
+    gaps: list[float] = []
     for t in results:
         inside = [x for x in t if start <= x <= end]
         per_stream.append((inside[-1] - inside[0]) / (len(inside) - 1))
