@@ -1,0 +1,177 @@
+"""The decode sweep (DESIGN §4): cohorts of n streams started together, TPOT in the overlap window.
+
+A cohort whose window is too short, or during which the engine's metrics show waiting requests or KV
+exhaustion, is recorded as invalid with its reason and left out of the fit. Every stream's chunk
+times and token counts are kept, relative to the cohort's first send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from narwhal_engine_client import StreamRecord
+from narwhal_fit import (
+    DecodeFit,
+    DecodePoint,
+    FitError,
+    NeedsMoreTokensError,
+    StreamTimes,
+    cohort_tpot,
+    decode_window,
+    fit_decode,
+)
+from narwhal_profile_cli._errors import ProfileAbortError
+from narwhal_profile_cli._metrics_watch import MetricsWatch
+from narwhal_profile_cli._preflight import EngineProbe
+from narwhal_profile_cli._progress import Progress, cohort_weight
+from narwhal_profile_cli._prompts import PromptFactory
+from narwhal_profile_cli._requests import RequestIds, prepare, verify
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTrace:
+    """One decode stream's times (ns, relative to the cohort's first send) and token counts."""
+
+    request_id: str
+    send_ns: int
+    chunk_ns: list[int]
+    chunk_tokens: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Cohort:
+    """One decode cohort and its verdict."""
+
+    input_len: int
+    concurrency: int
+    repeat: int
+    streams: list[StreamTrace]
+    point: DecodePoint | None
+    reason: str | None
+
+    @property
+    def valid(self) -> bool:
+        """True when the cohort counts in the fit."""
+        return self.point is not None
+
+
+def _traces(records: list[StreamRecord]) -> list[StreamTrace]:
+    origin = min(r.send_ns for r in records)
+    return [
+        StreamTrace(
+            request_id=r.request_id,
+            send_ns=r.send_ns - origin,
+            chunk_ns=[t - origin for t in r.chunk_ns],
+            chunk_tokens=list(r.chunk_tokens),
+        )
+        for r in records
+    ]
+
+
+async def run_cohort(
+    probe: EngineProbe,
+    input_len: int,
+    concurrency: int,
+    repeat: int,
+    output_tokens: int,
+    prompts: PromptFactory,
+    ids: RequestIds,
+    clock_ns: Callable[[], int],
+) -> Cohort:
+    """Start ``concurrency`` streams together and measure their overlap window."""
+    requests = [
+        prepare(
+            probe,
+            prompts.prompt(input_len),
+            output_tokens,
+            ids.next(probe.iid, f"d{input_len}x{concurrency}"),
+        )
+        for _ in range(concurrency)
+    ]
+    client = probe.client
+    async with MetricsWatch(client, clock_ns) as watch:
+        records = list(
+            await asyncio.gather(
+                *(client.stream_completion(r.body, request_id=r.request_id) for r in requests)
+            )
+        )
+    for request, record in zip(requests, records, strict=True):
+        verify(probe, request, record)
+    streams = [StreamTimes.from_chunks(r.chunk_ns, r.chunk_tokens) for r in records]
+    window = decode_window(streams)
+    reasons = watch.problems(window.start_ns, window.end_ns)
+    point: DecodePoint | None = None
+    try:
+        tpot = cohort_tpot(streams, window)
+    except NeedsMoreTokensError as exc:
+        queued = watch.max_waiting()
+        if queued > 0:
+            reasons.append(
+                f"the engine's metrics show up to {queued:g} of the {concurrency} streams "
+                "waiting (its batch or KV cache was full)"
+            )
+        reasons.append(str(exc))
+    else:
+        if not reasons:
+            point = tpot.decode_point(input_len)
+    return Cohort(
+        input_len=input_len,
+        concurrency=concurrency,
+        repeat=repeat,
+        streams=_traces(records),
+        point=point,
+        reason="; ".join(reasons) if reasons else None,
+    )
+
+
+async def run_decode(
+    probe: EngineProbe,
+    input_lens: tuple[int, ...],
+    concurrencies: tuple[int, ...],
+    repeats: int,
+    output_tokens: int,
+    prompts: PromptFactory,
+    ids: RequestIds,
+    progress: Progress,
+    clock_ns: Callable[[], int],
+) -> list[Cohort]:
+    """Every cohort of the sweep, valid or not."""
+    cohorts: list[Cohort] = []
+    for input_len in input_lens:
+        for n in concurrencies:
+            for repeat in range(repeats):
+                point = f"input {input_len} x {n} streams, repeat {repeat + 1}/{repeats}"
+                progress.update(probe.iid, "decode", point)
+                cohort = await run_cohort(
+                    probe, input_len, n, repeat, output_tokens, prompts, ids, clock_ns
+                )
+                cohorts.append(cohort)
+                done = cohort_weight(input_len, n, output_tokens)
+                progress.update(probe.iid, "decode", point, done=done)
+    return cohorts
+
+
+def fit_cohorts(iid: str, cohorts: list[Cohort]) -> DecodeFit:
+    """Fit the valid cohorts; too few usable points abort naming the engine and the reasons."""
+    usable = [c for c in cohorts if c.point is not None]
+    levels = sorted({c.concurrency for c in usable})
+    lengths = sorted({c.input_len for c in usable})
+    if len(levels) < 2 or len(lengths) < 2:
+        invalid = [c for c in cohorts if c.point is None]
+        shown = "; ".join(f"input {c.input_len} x {c.concurrency}: {c.reason}" for c in invalid[:3])
+        more = f" (and {len(invalid) - 3} more)" if len(invalid) > 3 else ""
+        raise ProfileAbortError(
+            f"engine {iid}: usable decode cohorts cover concurrency levels {levels} and input "
+            f"lengths {lengths}; at least two of each are required. Invalid cohorts: "
+            f"{shown}{more}",
+            engine=iid,
+            code="decode_points",
+        )
+    try:
+        return fit_decode([c.point for c in usable if c.point is not None])
+    except FitError as exc:
+        raise ProfileAbortError(
+            f"engine {iid}: the decode fit failed: {exc}", engine=iid, code="decode_fit"
+        ) from exc

@@ -1,0 +1,133 @@
+"""Watch an engine's ``/metrics`` during a decode cohort: waiting requests and KV-cache exhaustion.
+
+A snapshot is read before the cohort, then every ``interval_s`` while it runs, then after it. Each
+observation carries the time (same clock as the stream records), so the cohort can judge only what
+happened inside its decode window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Self
+
+from narwhal_engine_client import EngineClient, EngineClientError, MetricsSnapshot
+
+WAITING = "vllm:num_requests_waiting"
+RUNNING = "vllm:num_requests_running"
+KV_USAGE = "vllm:kv_cache_usage_perc"
+PREEMPTIONS = "vllm:num_preemptions"
+#: KV-cache usage (a fraction, despite the name) at or above which the cache counts as exhausted.
+KV_EXHAUSTED = 0.99
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One ``/metrics`` reading."""
+
+    t_ns: int
+    waiting: float | None
+    running: float | None
+    kv_usage: float | None
+    preemptions: float | None
+
+
+def _max(snapshot: MetricsSnapshot, name: str) -> float | None:
+    """The largest sample of a gauge over its label sets (one per data-parallel engine)."""
+    family = snapshot.families.get(name)
+    if family is None or not family.samples:
+        return None
+    return max(sample.value for sample in family.samples)
+
+
+def observe(snapshot: MetricsSnapshot, t_ns: int) -> Observation:
+    """The gauges this module cares about, from one snapshot (counts summed, usage maximal)."""
+    return Observation(
+        t_ns=t_ns,
+        waiting=snapshot.sum(WAITING),
+        running=snapshot.sum(RUNNING),
+        kv_usage=_max(snapshot, KV_USAGE),
+        preemptions=_counter(snapshot, PREEMPTIONS),
+    )
+
+
+def _counter(snapshot: MetricsSnapshot, name: str) -> float | None:
+    """A counter by its ``_total`` sample name, whatever family the page's ``# TYPE`` line made."""
+    total = snapshot.sum(name + "_total")
+    return total if total is not None else snapshot.sum(name)
+
+
+@dataclass(slots=True)
+class MetricsWatch:
+    """Async context manager polling ``/metrics`` of one engine while a cohort runs."""
+
+    client: EngineClient
+    clock_ns: Callable[[], int]
+    interval_s: float = 0.1
+    observations: list[Observation] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+
+    async def _read(self) -> None:
+        try:
+            snapshot = await self.client.metrics()
+        except EngineClientError as exc:
+            self.errors.append(str(exc))
+            return
+        self.observations.append(observe(snapshot, self.clock_ns()))
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            await self._read()
+
+    async def __aenter__(self) -> Self:
+        await self._read()
+        self._task = asyncio.create_task(self._poll())
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if exc_type is None:
+            await self._read()
+
+    def problems(self, start_ns: int, end_ns: int) -> list[str]:
+        """What invalidates a cohort whose decode window is ``[start_ns, end_ns]``.
+
+        Waiting requests or a full KV cache seen inside the window, or any preemption between the
+        first and the last reading.
+        """
+        found: list[str] = []
+        inside = [o for o in self.observations if start_ns <= o.t_ns <= end_ns]
+        waiting = max((o.waiting or 0.0 for o in inside), default=0.0)
+        if waiting > 0:
+            found.append(
+                f"the engine's metrics show {waiting:g} waiting request(s) during the cohort"
+            )
+        usage = max((o.kv_usage or 0.0 for o in inside), default=0.0)
+        if usage >= KV_EXHAUSTED:
+            found.append(
+                f"the engine's KV cache was exhausted during the cohort (usage {usage:.0%})"
+            )
+        counts = [o.preemptions for o in self.observations if o.preemptions is not None]
+        if counts and counts[-1] > counts[0]:
+            found.append(
+                f"the engine preempted {counts[-1] - counts[0]:g} request(s) during the cohort "
+                "(KV cache exhausted)"
+            )
+        return found
+
+    def max_waiting(self) -> float:
+        """The most waiting requests seen at any reading."""
+        return max((o.waiting or 0.0 for o in self.observations), default=0.0)

@@ -1,0 +1,121 @@
+"""Mode selection: live sweep, TTFT refit or merge, and the conflicts between them (exit 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from narwhal_profile_cli._errors import ProfileUsageError
+from narwhal_profile_cli._options import ProfileOptions
+
+Mode = Literal["live", "refit", "merge"]
+
+
+@dataclass(frozen=True, slots=True)
+class NeighbourSettingsValues:
+    """The five neighbour values, all present (``--colocated`` was given with every one)."""
+
+    prefill_rps: float
+    decode_rps: float
+    prefill_tokens: int
+    decode_input_tokens: int
+    decode_output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModePlan:
+    """The chosen mode and what it needs."""
+
+    mode: Mode
+    fleet: Path
+    out: Path | None
+    colocation: NeighbourSettingsValues | None
+
+
+def select_mode(options: ProfileOptions) -> ModePlan:
+    """Choose the mode from validated options, refusing conflicting combinations."""
+    if options.fleet is None:
+        raise ProfileUsageError("--fleet PATH is required in every mode")
+    merging = len(options.merge) > 0
+    refitting = options.refit_samples is not None
+    neighbours_given = options.neighbours.supplied()
+    if merging:
+        if len(options.merge) < 2:
+            raise ProfileUsageError(
+                f"--merge must be repeated at least twice; got one store ({options.merge[0]})"
+            )
+        for other, given in (
+            ("--only", bool(options.only)),
+            ("--refit-samples", refitting),
+            ("--overwrite", options.overwrite),
+            ("--colocated", options.colocated),
+        ):
+            if given:
+                raise ProfileUsageError(f"--merge is exclusive with {other}")
+    elif refitting:
+        for other, given in (
+            ("--only", bool(options.only)),
+            ("--colocated", options.colocated),
+        ):
+            if given:
+                raise ProfileUsageError(f"--refit-samples is exclusive with {other}")
+        if options.overwrite:
+            raise ProfileUsageError(
+                "--overwrite does not apply to --refit-samples: refits always require fresh outputs"
+            )
+    if merging or refitting:
+        flag = "--merge" if merging else "--refit-samples"
+        if options.out is None:
+            raise ProfileUsageError(f"{flag} requires --out PATH (a fresh profile destination)")
+        if neighbours_given:
+            raise ProfileUsageError(
+                f"{neighbours_given[0]} applies to live sweeps with --colocated, not to {flag}"
+            )
+        return ModePlan(
+            mode="merge" if merging else "refit",
+            fleet=options.fleet,
+            out=options.out,
+            colocation=None,
+        )
+    if options.out is not None:
+        raise ProfileUsageError(
+            "--out applies only to --refit-samples and --merge; live sweeps write the fleet's "
+            "profiles.path"
+        )
+    return ModePlan(
+        mode="live",
+        fleet=options.fleet,
+        out=None,
+        colocation=_colocation(options, neighbours_given),
+    )
+
+
+def _colocation(
+    options: ProfileOptions, neighbours_given: list[str]
+) -> NeighbourSettingsValues | None:
+    values = options.neighbours
+    if not options.colocated:
+        if neighbours_given:
+            raise ProfileUsageError(f"{neighbours_given[0]} requires --colocated")
+        return None
+    missing = values.missing()
+    if missing:
+        raise ProfileUsageError(
+            "--colocated requires all five neighbour options; missing " + ", ".join(missing)
+        )
+    if (
+        values.prefill_rps is None
+        or values.decode_rps is None
+        or values.prefill_tokens is None
+        or values.decode_input_tokens is None
+        or values.decode_output_tokens is None
+    ):  # pragma: no cover - excluded by ``missing()`` above; spelled out for the type checker
+        raise ProfileUsageError("--colocated requires all five neighbour options")
+    return NeighbourSettingsValues(
+        prefill_rps=values.prefill_rps,
+        decode_rps=values.decode_rps,
+        prefill_tokens=values.prefill_tokens,
+        decode_input_tokens=values.decode_input_tokens,
+        decode_output_tokens=values.decode_output_tokens,
+    )

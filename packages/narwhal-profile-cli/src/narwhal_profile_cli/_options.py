@@ -1,0 +1,290 @@
+"""Option values: parsed and validated before any mode is selected (reference, DESIGN §8).
+
+Every check here is a usage error (exit 2) whose message names the option and the offending value.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from narwhal_profile_cli._errors import ProfileUsageError
+
+OutputFormat = Literal["text", "json"]
+
+DEFAULT_PREFILL_LENS = "256,512,1024,2048,4096,8192,12288,16384"
+DEFAULT_DECODE_INPUT_LENS = "512,4096,8192"
+DEFAULT_DECODE_CONCURRENCY = "1,4,16,48"
+DEFAULT_DECODE_TOKENS = "64"
+DEFAULT_PREFILL_REPEATS = "3"
+DEFAULT_DECODE_REPEATS = "1"
+
+# The reference's minimums: distinct values a list must hold, and the smallest scalar values.
+MIN_PREFILL_LENS = 3
+MIN_DECODE_INPUT_LENS = 2
+MIN_DECODE_CONCURRENCY = 2
+MIN_DECODE_TOKENS = 3
+MIN_PREFILL_REPEATS = 3
+MIN_DECODE_REPEATS = 1
+
+_INTEGER = re.compile(r"\+?[0-9]+")
+_FORMATS: tuple[OutputFormat, ...] = ("text", "json")
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSettings:
+    """The live sweep's candidate points and counts, as supplied (before any engine's limits)."""
+
+    prefill_lens: tuple[int, ...]
+    decode_input_lens: tuple[int, ...]
+    decode_concurrency: tuple[int, ...]
+    decode_tokens: int
+    prefill_repeats: int
+    decode_repeats: int
+
+
+@dataclass(frozen=True, slots=True)
+class NeighbourValues:
+    """The five neighbour options; each None when not supplied."""
+
+    prefill_rps: float | None = None
+    decode_rps: float | None = None
+    prefill_tokens: int | None = None
+    decode_input_tokens: int | None = None
+    decode_output_tokens: int | None = None
+
+    def supplied(self) -> list[str]:
+        """The option names that were given."""
+        return [
+            name
+            for name, value in zip(NEIGHBOUR_OPTIONS, self._values(), strict=True)
+            if value is not None
+        ]
+
+    def missing(self) -> list[str]:
+        """The option names that were not given."""
+        return [
+            name
+            for name, value in zip(NEIGHBOUR_OPTIONS, self._values(), strict=True)
+            if value is None
+        ]
+
+    def _values(self) -> tuple[float | int | None, ...]:
+        return (
+            self.prefill_rps,
+            self.decode_rps,
+            self.prefill_tokens,
+            self.decode_input_tokens,
+            self.decode_output_tokens,
+        )
+
+
+NEIGHBOUR_OPTIONS = (
+    "--neighbour-prefill-rps",
+    "--neighbour-decode-rps",
+    "--neighbour-prefill-tokens",
+    "--neighbour-decode-input-tokens",
+    "--neighbour-decode-output-tokens",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileOptions:
+    """Every option of the command, validated (values only; modes are checked in ``_modes``)."""
+
+    output_format: OutputFormat
+    fleet: Path | None
+    only: tuple[str, ...]
+    refit_samples: Path | None
+    merge: tuple[Path, ...]
+    out: Path | None
+    limits: Path | None
+    overwrite: bool
+    sweep: SweepSettings
+    colocated: bool
+    neighbours: NeighbourValues
+
+
+def _show(raw: str) -> str:
+    """The value as quoted in a message (bounded, so a huge argument cannot flood the terminal)."""
+    return repr(raw if len(raw) <= 80 else raw[:77] + "...")
+
+
+def parse_positive_int(option: str, raw: str, *, minimum: int = 1) -> int:
+    """A positive integer written in decimal digits, at least ``minimum``."""
+    text = raw.strip()
+    if not _INTEGER.fullmatch(text):
+        kind = "not finite" if _is_non_finite(text) else "not an integer"
+        raise ProfileUsageError(f"{option}: {_show(raw)} is {kind}; expected a positive integer")
+    value = int(text)
+    if value < 1:
+        raise ProfileUsageError(f"{option}: {_show(raw)} is not positive")
+    if value < minimum:
+        raise ProfileUsageError(f"{option}: {value} is below the minimum of {minimum}")
+    return value
+
+
+def parse_int_list(option: str, raw: str, *, min_distinct: int) -> tuple[int, ...]:
+    """A comma-separated list of positive integers; returns the distinct values, ascending."""
+    if not raw.strip():
+        raise ProfileUsageError(
+            f"{option}: the list is empty; expected comma-separated positive integers"
+        )
+    values: list[int] = []
+    for item in raw.split(","):
+        if not item.strip():
+            raise ProfileUsageError(
+                f"{option}: {_show(raw)} has an empty item; "
+                "expected comma-separated positive integers"
+            )
+        text = item.strip()
+        if not _INTEGER.fullmatch(text):
+            kind = "not finite" if _is_non_finite(text) else "not an integer"
+            raise ProfileUsageError(
+                f"{option}: item {_show(text)} of {_show(raw)} is {kind}; "
+                "expected comma-separated positive integers"
+            )
+        value = int(text)
+        if value < 1:
+            raise ProfileUsageError(f"{option}: item {_show(text)} of {_show(raw)} is not positive")
+        values.append(value)
+    distinct = tuple(sorted(set(values)))
+    if len(distinct) < min_distinct:
+        raise ProfileUsageError(
+            f"{option}: {_show(raw)} holds {len(distinct)} distinct value(s); "
+            f"at least {min_distinct} are required"
+        )
+    return distinct
+
+
+def parse_rate(option: str, raw: str) -> float:
+    """A finite rate greater than zero."""
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ProfileUsageError(f"{option}: {_show(raw)} is not a number") from None
+    if not math.isfinite(value):
+        raise ProfileUsageError(f"{option}: {_show(raw)} is not finite")
+    if value <= 0:
+        raise ProfileUsageError(f"{option}: {_show(raw)} is not positive")
+    return value
+
+
+def parse_format(raw: str) -> OutputFormat:
+    """``text`` or ``json``."""
+    for name in _FORMATS:
+        if raw == name:
+            return name
+    raise ProfileUsageError(f"--format: {_show(raw)} is not one of text, json")
+
+
+def _is_non_finite(text: str) -> bool:
+    try:
+        return not math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def _path(raw: str | None) -> Path | None:
+    if raw is None:
+        return None
+    if not raw.strip():
+        raise ProfileUsageError("a path option was given an empty value")
+    return Path(raw)
+
+
+@dataclass(frozen=True, slots=True)
+class RawOptions:
+    """The command line as typer hands it over: strings, so every check can name its option."""
+
+    output_format: str = "text"
+    fleet: str | None = None
+    only: Sequence[str] = ()
+    refit_samples: str | None = None
+    merge: Sequence[str] = ()
+    out: str | None = None
+    limits: str | None = None
+    overwrite: bool = False
+    prefill_lens: str = DEFAULT_PREFILL_LENS
+    decode_input_lens: str = DEFAULT_DECODE_INPUT_LENS
+    decode_concurrency: str = DEFAULT_DECODE_CONCURRENCY
+    decode_tokens: str = DEFAULT_DECODE_TOKENS
+    prefill_repeats: str = DEFAULT_PREFILL_REPEATS
+    decode_repeats: str = DEFAULT_DECODE_REPEATS
+    colocated: bool = False
+    neighbour_prefill_rps: str | None = None
+    neighbour_decode_rps: str | None = None
+    neighbour_prefill_tokens: str | None = None
+    neighbour_decode_input_tokens: str | None = None
+    neighbour_decode_output_tokens: str | None = None
+
+
+def validate(raw: RawOptions) -> ProfileOptions:
+    """Check every supplied value (in every mode) and return the typed options."""
+    output_format = parse_format(raw.output_format)
+    sweep = SweepSettings(
+        prefill_lens=parse_int_list(
+            "--prefill-lens", raw.prefill_lens, min_distinct=MIN_PREFILL_LENS
+        ),
+        decode_input_lens=parse_int_list(
+            "--decode-input-lens", raw.decode_input_lens, min_distinct=MIN_DECODE_INPUT_LENS
+        ),
+        decode_concurrency=parse_int_list(
+            "--decode-concurrency", raw.decode_concurrency, min_distinct=MIN_DECODE_CONCURRENCY
+        ),
+        decode_tokens=parse_positive_int(
+            "--decode-tokens", raw.decode_tokens, minimum=MIN_DECODE_TOKENS
+        ),
+        prefill_repeats=parse_positive_int(
+            "--prefill-repeats", raw.prefill_repeats, minimum=MIN_PREFILL_REPEATS
+        ),
+        decode_repeats=parse_positive_int(
+            "--decode-repeats", raw.decode_repeats, minimum=MIN_DECODE_REPEATS
+        ),
+    )
+    neighbours = NeighbourValues(
+        prefill_rps=_maybe_rate("--neighbour-prefill-rps", raw.neighbour_prefill_rps),
+        decode_rps=_maybe_rate("--neighbour-decode-rps", raw.neighbour_decode_rps),
+        prefill_tokens=_maybe_int("--neighbour-prefill-tokens", raw.neighbour_prefill_tokens),
+        decode_input_tokens=_maybe_int(
+            "--neighbour-decode-input-tokens", raw.neighbour_decode_input_tokens
+        ),
+        decode_output_tokens=_maybe_int(
+            "--neighbour-decode-output-tokens", raw.neighbour_decode_output_tokens
+        ),
+    )
+    only = tuple(raw.only)
+    for iid in only:
+        if not iid.strip():
+            raise ProfileUsageError("--only: an empty engine id was given")
+    if len(raw.merge) != len(set(raw.merge)):
+        raise ProfileUsageError("--merge: the same store is named more than once")
+    return ProfileOptions(
+        output_format=output_format,
+        fleet=_path(raw.fleet),
+        only=only,
+        refit_samples=_path(raw.refit_samples),
+        merge=tuple(Path(p) for p in raw.merge if _path(p) is not None),
+        out=_path(raw.out),
+        limits=_path(raw.limits),
+        overwrite=raw.overwrite,
+        sweep=sweep,
+        colocated=raw.colocated,
+        neighbours=neighbours,
+    )
+
+
+def _maybe_rate(option: str, raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    return parse_rate(option, raw)
+
+
+def _maybe_int(option: str, raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    return parse_positive_int(option, raw)

@@ -1,0 +1,192 @@
+"""Preflight (DESIGN §4): every selected engine is checked before any engine is measured.
+
+Health is HTTP 200; ``/v1/models`` and ``/tokenize`` agree on a positive ``max_model_len``; the
+evidence can be read (and, with ``engine_contract``, holds); the sweep points that survive the
+engine's ``max_model_len`` and limits meet the reference's minimums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from narwhal_engine_client import EngineClient, EngineClientError, EngineProtocolError
+from narwhal_profile_cli._errors import ProfileAbortError
+from narwhal_profile_cli._evidence import read_evidence
+from narwhal_profile_cli._options import (
+    MIN_DECODE_CONCURRENCY,
+    MIN_DECODE_INPUT_LENS,
+    MIN_PREFILL_LENS,
+    SweepSettings,
+)
+from narwhal_profile_cli._prompts import MIN_POOL, POOL_TEXT, token_pool
+from narwhal_store import EngineEntry
+
+
+@dataclass(frozen=True, slots=True)
+class EngineProbe:
+    """What a healthy engine told us: served model, live ``max_model_len`` and the token pool."""
+
+    iid: str
+    role: str
+    client: EngineClient
+    model: str
+    max_model_len: int
+    pool: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPoints:
+    """The points kept for one engine, and the limit applied to its concurrencies."""
+
+    prefill_lens: tuple[int, ...]
+    decode_input_lens: tuple[int, ...]
+    decode_concurrency: tuple[int, ...]
+    limit: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class EnginePlan:
+    """One engine ready to be measured."""
+
+    entry: EngineEntry
+    probe: EngineProbe
+    points: SweepPoints
+    evidence_kind: Literal["identity", "attestation"]
+    contract: dict[str, Any] | None
+
+
+def kept_points(sweep: SweepSettings, max_model_len: int, limit: int | None) -> SweepPoints:
+    """Apply the live ``max_model_len`` and the ``max_num_seqs`` limit to the candidate points.
+
+    Prefill keeps ``L + 1 <= max_model_len`` (one output token); decode keeps input lengths with
+    ``L + decode_tokens <= max_model_len``; with a limit, concurrencies above it are dropped and the
+    limit itself is added as a point (the reference's rule).
+    """
+    prefill = tuple(n for n in sweep.prefill_lens if n + 1 <= max_model_len)
+    inputs = tuple(n for n in sweep.decode_input_lens if n + sweep.decode_tokens <= max_model_len)
+    concurrency = sweep.decode_concurrency
+    if limit is not None:
+        kept = {n for n in concurrency if n <= limit}
+        if any(n > limit for n in concurrency):
+            kept.add(limit)
+        concurrency = tuple(sorted(kept))
+    return SweepPoints(prefill, inputs, concurrency, limit)
+
+
+def check_points(iid: str, sweep: SweepSettings, points: SweepPoints, max_model_len: int) -> None:
+    """Abort when the engine's limits leave fewer points than the reference's minimums."""
+    problems: list[str] = []
+    if len(points.prefill_lens) < MIN_PREFILL_LENS:
+        problems.append(
+            f"{len(points.prefill_lens)} prefill length(s) {list(points.prefill_lens)} fit "
+            f"max_model_len {max_model_len} (of {list(sweep.prefill_lens)}; "
+            f"at least {MIN_PREFILL_LENS} are required)"
+        )
+    if len(points.decode_input_lens) < MIN_DECODE_INPUT_LENS:
+        problems.append(
+            f"{len(points.decode_input_lens)} decode input length(s) "
+            f"{list(points.decode_input_lens)} fit max_model_len {max_model_len} with "
+            f"--decode-tokens {sweep.decode_tokens} (of {list(sweep.decode_input_lens)}; "
+            f"at least {MIN_DECODE_INPUT_LENS} are required)"
+        )
+    if len(points.decode_concurrency) < MIN_DECODE_CONCURRENCY:
+        problems.append(
+            f"{len(points.decode_concurrency)} decode concurrency level(s) "
+            f"{list(points.decode_concurrency)} remain under max_num_seqs {points.limit} "
+            f"(of {list(sweep.decode_concurrency)}; at least {MIN_DECODE_CONCURRENCY} are required)"
+        )
+    if problems:
+        raise ProfileAbortError(
+            f"engine {iid}: engine limits leave too few sweep points: " + "; ".join(problems),
+            engine=iid,
+            code="too_few_points",
+        )
+
+
+async def check_health(iid: str, client: EngineClient) -> None:
+    """Abort unless ``/health`` answers HTTP 200."""
+    try:
+        status = await client.health()
+    except EngineClientError as exc:
+        raise ProfileAbortError(
+            f"engine {iid}: /health failed its HTTP 200 check: {exc}", engine=iid, code="health"
+        ) from exc
+    if status != 200:
+        raise ProfileAbortError(
+            f"engine {iid}: /health failed its HTTP 200 check: answered HTTP {status}",
+            engine=iid,
+            code="health",
+        )
+
+
+async def probe_engine(entry: EngineEntry, client: EngineClient) -> EngineProbe:
+    """Health, served model, ``max_model_len`` agreement and the token pool of one engine."""
+    iid = entry.iid
+    await check_health(iid, client)
+    try:
+        cards = await client.models()
+    except EngineClientError as exc:
+        raise ProfileAbortError(
+            f"engine {iid}: GET /v1/models failed: {exc}", engine=iid, code="engine_error"
+        ) from exc
+    served = [card.id for card in cards]
+    if entry.model is not None:
+        chosen = [card for card in cards if card.id == entry.model]
+        if not chosen:
+            raise ProfileAbortError(
+                f"engine {iid}: does not serve model {entry.model!r} (served: {served})",
+                engine=iid,
+                code="model",
+            )
+    elif len(cards) != 1:
+        raise ProfileAbortError(
+            f"engine {iid}: serves {len(cards)} models {served}; set `model` in the fleet entry",
+            engine=iid,
+            code="model",
+        )
+    else:
+        chosen = cards
+    card = chosen[0]
+    try:
+        tokenized = await client.tokenize(POOL_TEXT, model=card.id, add_special_tokens=False)
+    except EngineProtocolError as exc:
+        raise ProfileAbortError(
+            f"engine {iid}: the /tokenize response fails max_model_len validation: {exc}",
+            engine=iid,
+            code="max_model_len",
+        ) from exc
+    except EngineClientError as exc:
+        raise ProfileAbortError(
+            f"engine {iid}: POST /tokenize failed: {exc}", engine=iid, code="engine_error"
+        ) from exc
+    live = tokenized.max_model_len
+    if card.max_model_len is not None and card.max_model_len != live:
+        raise ProfileAbortError(
+            f"engine {iid}: the /tokenize response fails max_model_len validation: /tokenize gives "
+            f"{live} but /v1/models gives {card.max_model_len} for {card.id}",
+            engine=iid,
+            code="max_model_len",
+        )
+    pool = token_pool(tokenized.tokens)
+    if len(pool) < MIN_POOL:
+        raise ProfileAbortError(
+            f"engine {iid}: /tokenize of the pool text gave {len(pool)} distinct token ids "
+            f"(at least {MIN_POOL} are needed for fresh prompts)",
+            engine=iid,
+            code="engine_error",
+        )
+    return EngineProbe(iid, entry.role, client, card.id, live, pool)
+
+
+async def preflight(
+    entry: EngineEntry, client: EngineClient, sweep: SweepSettings, limit: int | None
+) -> EnginePlan:
+    """Everything checked before measuring: probe, evidence (contract) and the surviving points."""
+    probe = await probe_engine(entry, client)
+    contract = None if entry.engine_contract is None else entry.engine_contract.expected()
+    kind: Literal["identity", "attestation"] = "identity" if contract is None else "attestation"
+    await read_evidence(entry.iid, client, probe.model, contract)
+    points = kept_points(sweep, probe.max_model_len, limit)
+    check_points(entry.iid, sweep, points, probe.max_model_len)
+    return EnginePlan(entry, probe, points, kind, contract)

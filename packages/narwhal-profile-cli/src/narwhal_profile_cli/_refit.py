@@ -1,0 +1,156 @@
+"""``--refit-samples PATH --out PATH``: refit TTFT from retained samples, keep the decode fits.
+
+The input is a sample sidecar (``profiles.samples.json``, as in the reference); the store beside
+it (``profiles.json``) must exist too, because it records each profile's binding and the digest
+of its samples, which is what proves the retained samples generation-bound and unaltered. Each
+profile's TTFT is refitted from the per-length medians of every retained raw timing with today's
+``narwhal_fit.fit_prefill`` and must pass the reference's gates; the decode fits are kept exactly
+as recorded. The new store and sidecar (mode ``refit``) keep the raw samples and evidence and
+record the source sidecar and store with their SHA-256 in ``sources``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import narwhal_fit
+from narwhal_fit import FitError, InsufficientDataError, PrefillFit, gate_prefill, median_by_length
+from narwhal_profile_cli._assemble import generator
+from narwhal_profile_cli._errors import ProfileAbortError, ProfileUsageError
+from narwhal_profile_cli._refit_inputs import (
+    check_fresh_out,
+    check_membership,
+    store_beside,
+    verified_input,
+)
+from narwhal_store import (
+    PENDING_SHA256,
+    LoadedFleet,
+    PrefillFitDoc,
+    Profile,
+    ProfileSamples,
+    ProfileStore,
+    SamplesRef,
+    SamplesSidecar,
+    Source,
+    StoreError,
+    WrittenStore,
+    write_store,
+)
+
+FitPrefill = Callable[[Sequence[int], Sequence[float]], PrefillFit]
+_CODE = "refit_input"
+
+
+def refit_from_samples(
+    fleet: LoadedFleet,
+    samples_path: Path,
+    out: Path,
+    *,
+    fit_prefill: FitPrefill | None = None,
+) -> WrittenStore:
+    """Refit every profile's TTFT from ``samples_path``; write a fresh store + sidecar at ``out``.
+
+    ``fit_prefill`` defaults to ``narwhal_fit.fit_prefill`` as it is when called. Refused with
+    exit 2: an existing or symlinked ``--out``; a sidecar without its store; altered samples or
+    evidence (naming the profile); a fleet engine without samples; samples of an engine outside
+    the fleet. A refitted TTFT that fails the gates aborts with exit 1.
+    """
+    fit = fit_prefill if fit_prefill is not None else narwhal_fit.fit_prefill
+    check_fresh_out(out)
+    what = f"--refit-samples {samples_path}"
+    loaded = verified_input(store_beside(samples_path), what=what, code=_CODE)
+    check_membership(fleet, loaded, what=what, code=_CODE)
+    covered = {p.key.engine for p in loaded.store.profiles}
+    for iid in fleet.config.iids():
+        if iid not in covered:
+            raise ProfileUsageError(
+                f"{what}: no samples for engine {iid!r} of fleet {fleet.path}; a refit needs "
+                "samples covering every fleet engine",
+                code=_CODE,
+                engine=iid,
+            )
+    profiles: list[Profile] = []
+    entries: list[ProfileSamples] = []
+    for profile in loaded.store.profiles:
+        entry = loaded.samples(profile.key)
+        refitted = _refit_prefill(profile, entry, fit)
+        profiles.append(
+            profile.model_copy(
+                update={
+                    "prefill_fit": PrefillFitDoc.model_validate(refitted.to_dict()),
+                    "decode_fit": entry.decode_fit,
+                    "samples_sha256": PENDING_SHA256,
+                }
+            )
+        )
+        entries.append(entry)
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    gen = generator()
+    store = ProfileStore(
+        format="narwhal.profiles",
+        format_version=1,
+        generator=gen,
+        created_at=created,
+        mode="refit",
+        fleet_sha256=fleet.sha256,
+        samples=SamplesRef(path="pending.samples.json", sha256=PENDING_SHA256),
+        profiles=profiles,
+    )
+    sidecar = SamplesSidecar(
+        format="narwhal.samples",
+        format_version=1,
+        generator=gen,
+        created_at=created,
+        mode="refit",
+        fleet_sha256=fleet.sha256,
+        profiles=entries,
+        sources=[
+            Source(
+                path=str(loaded.sidecar_path.absolute()),
+                sha256=loaded.sidecar_sha256,
+                kind="samples",
+            ),
+            Source(path=str(loaded.path.absolute()), sha256=loaded.sha256, kind="store"),
+        ],
+    )
+    try:
+        return write_store(out, store, sidecar, mode="fresh")
+    except StoreError as exc:
+        raise ProfileUsageError(f"--out {out}: {exc}", code="destination") from exc
+
+
+def _refit_prefill(profile: Profile, entry: ProfileSamples, fit: FitPrefill) -> PrefillFit:
+    """Fit the medians of every retained raw TTFT and apply the reference's gates."""
+    label = profile.key.label()
+    iid = profile.key.engine
+    raw: dict[int, list[float]] = {}
+    for sample in entry.prefill_samples:
+        raw.setdefault(sample.length, []).extend(sample.ttft_s)
+    try:
+        medians = median_by_length(raw)
+        refitted = fit(list(medians), list(medians.values()))
+    except InsufficientDataError as exc:
+        raise ProfileUsageError(
+            f"profile {label}: the retained prefill samples cannot be refitted: {exc}",
+            engine=iid,
+            code=_CODE,
+        ) from exc
+    except FitError as exc:
+        raise ProfileAbortError(
+            f"profile {label}: the prefill refit failed: {exc}", engine=iid, code="prefill_fit"
+        ) from exc
+    verdict = gate_prefill(refitted)
+    if verdict.passed:
+        return refitted
+    worst_at = ", ".join(f"{v:g}" for v in verdict.worst_point)
+    figures = f"mean {verdict.mean:.1%}, worst {verdict.worst:.1%} at {worst_at} tokens"
+    if verdict.mean > verdict.mean_limit:
+        message = f"the representative prefill fit exceeds 20% mean error ({figures})"
+        code = "prefill_mean_error"
+    else:
+        message = f"the representative prefill fit exceeds 50% worst-point error ({figures})"
+        code = "prefill_worst_error"
+    raise ProfileAbortError(f"profile {label}: {message}", engine=iid, code=code)

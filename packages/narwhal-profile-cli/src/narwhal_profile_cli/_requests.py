@@ -1,0 +1,85 @@
+"""One measured completion: built before the clock starts, checked first, verified after."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from narwhal_engine_client import StreamRecord, completion_body
+from narwhal_profile_cli._errors import ProfileAbortError
+from narwhal_profile_cli._preflight import EngineProbe
+
+
+@dataclass(slots=True)
+class RequestIds:
+    """Unique ``X-Request-Id`` values: ``np-<run>-<engine>-<tag>-<n>``."""
+
+    run_id: str
+    _counter: itertools.count[int] = field(default_factory=itertools.count)
+
+    def next(self, iid: str, tag: str) -> str:
+        """A new request id for ``iid``."""
+        return f"np-{self.run_id}-{iid}-{tag}-{next(self._counter)}"
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """A completion ready to send: its id, encoded body and the token counts it asks for."""
+
+    request_id: str
+    body: bytes
+    input_tokens: int
+    output_tokens: int
+
+
+def prepare(
+    probe: EngineProbe, prompt: list[int], output_tokens: int, request_id: str
+) -> PreparedRequest:
+    """Encode one completion after checking that input plus requested output fits the engine.
+
+    The prompt is a token-id list, so its tokenised length is exactly ``len(prompt)``; the engine's
+    ``usage.prompt_tokens`` is compared with it once the request completes (:func:`verify`).
+    """
+    if len(prompt) + output_tokens > probe.max_model_len:
+        raise ProfileAbortError(
+            f"engine {probe.iid}: a request of {len(prompt)} input + {output_tokens} output tokens "
+            f"does not fit the live max_model_len {probe.max_model_len}",
+            engine=probe.iid,
+            code="max_model_len",
+        )
+    body = completion_body(
+        model=probe.model, prompt=prompt, max_tokens=output_tokens, min_tokens=output_tokens
+    )
+    return PreparedRequest(request_id, body, len(prompt), output_tokens)
+
+
+def verify(probe: EngineProbe, request: PreparedRequest, record: StreamRecord) -> None:
+    """Abort unless the stream completed with exactly the prompt and output token counts sent."""
+    iid = probe.iid
+    if record.error is not None or not record.ok:
+        reason = record.error if record.error is not None else "the stream did not complete"
+        raise ProfileAbortError(
+            f"engine {iid}: request {request.request_id} failed: {reason}",
+            engine=iid,
+            code="engine_error",
+        )
+    if record.prompt_tokens != request.input_tokens:
+        raise ProfileAbortError(
+            f"engine {iid}: request {request.request_id} sent {request.input_tokens} prompt tokens "
+            f"but usage.prompt_tokens is {record.prompt_tokens}",
+            engine=iid,
+            code="prompt_tokens",
+        )
+    if record.completion_tokens != request.output_tokens:
+        raise ProfileAbortError(
+            f"engine {iid}: request {request.request_id} asked for {request.output_tokens} output "
+            f"tokens but the engine produced {record.completion_tokens}",
+            engine=iid,
+            code="completion_tokens",
+        )
+    if record.first_token_ns is None:
+        raise ProfileAbortError(
+            f"engine {iid}: request {request.request_id} produced no content chunk",
+            engine=iid,
+            code="engine_error",
+        )

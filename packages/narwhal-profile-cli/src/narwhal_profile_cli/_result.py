@@ -1,0 +1,91 @@
+"""The command's result (DESIGN §8): success lines (text) or one ``narwhal.profile.result``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from narwhal_profile_cli._errors import ProfileError
+from narwhal_profile_cli._options import OutputFormat
+
+RESULT_FORMAT = "narwhal.profile.result"
+RESULT_FORMAT_VERSION = 1
+PROG = "narwhal-profile"
+
+
+@dataclass(slots=True)
+class CommandResult:
+    """What one invocation did: mode (None before one is chosen), paths, profiles, error."""
+
+    mode: str | None = None
+    path: Path | None = None
+    samples_path: Path | None = None
+    profiles: int = 0
+    error: ProfileError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the command succeeded."""
+        return self.error is None
+
+    @property
+    def exit_code(self) -> int:
+        """0 on success, else the error's exit code."""
+        return 0 if self.error is None else self.error.exit_code
+
+    def to_document(self) -> dict[str, Any]:
+        """The versioned JSON result."""
+        error = None
+        if self.error is not None:
+            error = {
+                "code": self.error.code,
+                "message": self.error.message,
+                "engine": self.error.engine,
+            }
+        return {
+            "format": RESULT_FORMAT,
+            "format_version": RESULT_FORMAT_VERSION,
+            "ok": self.ok,
+            "mode": self.mode,
+            "path": None if self.path is None else str(self.path),
+            "samples_path": None if self.samples_path is None else str(self.samples_path),
+            "profiles": self.profiles,
+            "error": error,
+        }
+
+
+def success_line(mode: str, profiles: int, path: Path) -> str:
+    """The reference's success line for ``mode``."""
+    if mode == "refit":
+        return f"refitted {profiles} profile(s) to {path}"
+    if mode == "merge":
+        return f"merged {profiles} measured profiles to {path}"
+    return f"wrote {profiles} profile(s) to {path}"
+
+
+def error_line(error: ProfileError) -> str:
+    """One stderr line, ``narwhal-profile: error: …``, naming the engine when there is one."""
+    message = " ".join(error.message.split())
+    if error.engine is not None and error.engine not in message:
+        message = f"engine {error.engine}: {message}"
+    return f"{PROG}: error: {message}"
+
+
+def emit(
+    result: CommandResult, output_format: OutputFormat, *, stdout: TextIO, stderr: TextIO
+) -> int:
+    """Write the result in ``output_format`` and return the exit code."""
+    if output_format == "json":
+        stdout.write(orjson.dumps(result.to_document()).decode("utf-8") + "\n")
+        stdout.flush()
+        return result.exit_code
+    if result.error is not None:
+        stderr.write(error_line(result.error) + "\n")
+        stderr.flush()
+    elif result.mode is not None and result.path is not None:
+        stdout.write(success_line(result.mode, result.profiles, result.path) + "\n")
+        stdout.flush()
+    return result.exit_code

@@ -1,0 +1,141 @@
+"""Run the selected mode: load the fleet (and limits), then live sweep, refit or merge."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from narwhal_profile_cli._errors import ProfileInterrupted, ProfileUsageError
+from narwhal_profile_cli._live import LiveState, run_live
+from narwhal_profile_cli._modes import ModePlan, select_mode
+from narwhal_profile_cli._options import ProfileOptions
+from narwhal_profile_cli._progress import Progress
+from narwhal_profile_cli._result import CommandResult
+from narwhal_store import (
+    FormatError,
+    LimitsFile,
+    LoadedFleet,
+    StoreError,
+    load_fleet,
+    load_limits,
+    sidecar_path,
+)
+
+
+def _fleet(path: Path) -> LoadedFleet:
+    try:
+        return load_fleet(path)
+    except StoreError as exc:
+        raise ProfileUsageError(f"--fleet: {exc}", code="bad_fleet") from exc
+
+
+def _limits(path: Path | None, fleet: LoadedFleet) -> LimitsFile | None:
+    if path is None:
+        return None
+    try:
+        return load_limits(path, fleet)
+    except (FormatError, StoreError) as exc:
+        raise ProfileUsageError(f"--limits: {exc}", code="bad_limits") from exc
+
+
+@contextlib.contextmanager
+def _store_errors(flag: str) -> Iterator[None]:
+    """A store error escaping a refit or merge: unusable input or destination (exit 2)."""
+    try:
+        yield
+    except StoreError as exc:
+        raise ProfileUsageError(f"{flag}: {exc}", code="store") from exc
+
+
+def execute(options: ProfileOptions, result: CommandResult, *, stderr: TextIO) -> None:
+    """Select the mode and run it, filling ``result``; raises ProfileError subclasses on failure."""
+    plan = select_mode(options)
+    result.mode = plan.mode
+    fleet = _fleet(plan.fleet)
+    limits = _limits(options.limits, fleet)
+    if plan.mode == "refit":
+        _refit(plan, options, fleet, result)
+    elif plan.mode == "merge":
+        _merge(plan, options, fleet, result)
+    else:
+        _live(plan, options, fleet, limits, result, stderr)
+
+
+def _required(path: Path | None, message: str) -> Path:
+    """A path the mode needs (``select_mode`` already refused its absence)."""
+    if path is None:
+        raise ProfileUsageError(message)
+    return path
+
+
+def _refit(
+    plan: ModePlan, options: ProfileOptions, fleet: LoadedFleet, result: CommandResult
+) -> None:
+    out = _required(plan.out, "--refit-samples requires --out PATH")
+    samples = _required(options.refit_samples, "--refit-samples PATH is required")
+    result.path, result.samples_path = out, sidecar_path(out)
+    try:
+        from narwhal_profile_cli._refit import refit_from_samples
+    except ImportError as exc:
+        raise ProfileUsageError(
+            "--refit-samples is not available in this build of narwhal-profile", code="unsupported"
+        ) from exc
+    with _store_errors("--refit-samples"):
+        written = refit_from_samples(fleet, samples, out)
+    result.profiles = len(written.store.profiles)
+
+
+def _merge(
+    plan: ModePlan, options: ProfileOptions, fleet: LoadedFleet, result: CommandResult
+) -> None:
+    out = _required(plan.out, "--merge requires --out PATH")
+    result.path, result.samples_path = out, sidecar_path(out)
+    try:
+        from narwhal_profile_cli._merge import merge_into
+    except ImportError as exc:
+        raise ProfileUsageError(
+            "--merge is not available in this build of narwhal-profile", code="unsupported"
+        ) from exc
+    with _store_errors("--merge"):
+        written = merge_into(fleet, list(options.merge), out)
+    result.profiles = len(written.store.profiles)
+
+
+def _live(
+    plan: ModePlan,
+    options: ProfileOptions,
+    fleet: LoadedFleet,
+    limits: LimitsFile | None,
+    result: CommandResult,
+    stderr: TextIO,
+) -> None:
+    result.path = fleet.profiles_path
+    result.samples_path = sidecar_path(fleet.profiles_path)
+    progress = Progress.for_stream(stderr)
+    state = LiveState()
+    try:
+        asyncio.run(
+            run_live(
+                fleet,
+                only=options.only,
+                limits=limits,
+                sweep=options.sweep,
+                colocation=plan.colocation,
+                overwrite=options.overwrite,
+                progress=progress,
+                state=state,
+            )
+        )
+    except KeyboardInterrupt:
+        kept = (
+            f"{state.written} finished profile(s) kept in {fleet.profiles_path}"
+            if state.written
+            else "no profile was finished, nothing was written"
+        )
+        raise ProfileInterrupted(f"interrupted; {kept}") from None
+    finally:
+        progress.close()
+        result.profiles = state.written

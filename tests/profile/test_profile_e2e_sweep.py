@@ -1,0 +1,202 @@
+"""End-to-end live sweeps of simulated engines: the real command, its files and exit codes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pytest
+
+from narwhal_sim.testing import SimFleet
+from narwhal_store import read_store
+
+if TYPE_CHECKING:
+    from .conftest import Kit
+
+pytestmark = pytest.mark.slow
+
+
+def _keys(store: dict[str, Any]) -> list[str]:
+    return [p["key"]["engine"] for p in store["profiles"]]
+
+
+def test_default_sweep_of_two_engines(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
+    """With default options the command writes one verified profile per engine and exits 0."""
+    fleet = sim_factory()
+    done = kit.run("--fleet", fleet.fleet_path)
+    store_path, sidecar_path = kit.outputs(fleet)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"wrote 2 profile(s) to {store_path}"
+    assert done.stderr == ""  # not a terminal: no progress
+    loaded = read_store(store_path)  # verifies the sidecar digests
+    assert _keys(kit.load(store_path)) == ["g0.prefill", "g0.decode"]
+    for profile in loaded.store.profiles:
+        assert profile.key.role_split == {"decode": 1, "prefill": 1}
+        assert profile.binding.kind == "identity"
+        assert profile.prefill_fit.form == "ttft-quadratic-v1"
+        assert profile.decode_fit is not None
+        assert profile.colocation is None
+    sidecar = kit.load(sidecar_path)
+    for entry in sidecar["profiles"]:
+        settings = entry["settings"]
+        assert settings["prefill_lens"] == [256, 512, 1024, 2048, 4096, 8192, 12288, 16384]
+        assert settings["decode_input_lens"] == [512, 4096, 8192]
+        assert settings["decode_concurrency"] == [1, 4, 16, 48]
+        assert (settings["decode_tokens"], settings["prefill_repeats"]) == (64, 3)
+        assert [len(s["ttft_s"]) for s in entry["prefill_samples"]] == [3] * 8
+        assert len(entry["decode_samples"]) == 3 * 4
+        assert entry["evidence"]["before"] == entry["evidence"]["after"]
+        for cohort in entry["decode_samples"]:
+            assert len(cohort["streams"]) == cohort["concurrency"]
+            for stream in cohort["streams"]:
+                assert sum(stream["chunk_tokens"]) == 64
+            assert cohort["valid"] == (cohort["reason"] is None)
+        request_ids = [r for s in entry["prefill_samples"] for r in s["request_ids"]]
+        assert len(set(request_ids)) == len(request_ids)
+
+
+def test_only_selects_one_engine(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
+    """`--only` measures just the named engine."""
+    fleet = sim_factory()
+    done = kit.run("--fleet", fleet.fleet_path, "--only", "g0.decode", *kit.small_sweep)
+    store_path, _ = kit.outputs(fleet)
+    assert done.returncode == 0, done.stderr
+    assert _keys(kit.load(store_path)) == ["g0.decode"]
+    assert done.stdout.strip() == f"wrote 1 profile(s) to {store_path}"
+
+
+def test_only_matching_nothing_aborts(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
+    """An `--only` value naming no configured engine aborts with exit 1 before writing."""
+    fleet = sim_factory()
+    done = kit.run("--fleet", fleet.fleet_path, "--only", "nope", *kit.small_sweep)
+    assert done.returncode == 1
+    assert "the --only selection matches zero configured engines" in done.stderr
+    assert "'nope'" in done.stderr
+    assert not (fleet.fleet_path.parent / "profiles").exists()
+
+
+def test_overwrite_rules(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
+    """Existing outputs are refused without --overwrite; with it they are replaced, and with
+    --only the new store holds only the selected profile."""
+    fleet = sim_factory()
+    store_path, sidecar_path = kit.outputs(fleet)
+    first = kit.run("--fleet", fleet.fleet_path, *kit.small_sweep)
+    assert first.returncode == 0, first.stderr
+    before = (store_path.read_bytes(), sidecar_path.read_bytes())
+
+    refused = kit.run("--fleet", fleet.fleet_path, *kit.small_sweep)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("narwhal-profile: error: ")
+    assert (store_path.read_bytes(), sidecar_path.read_bytes()) == before
+
+    again = kit.run("--fleet", fleet.fleet_path, "--overwrite", *kit.small_sweep)
+    assert again.returncode == 0, again.stderr
+    assert store_path.read_bytes() != before[0]
+    assert _keys(kit.load(store_path)) == ["g0.prefill", "g0.decode"]
+
+    only = kit.run(
+        "--fleet", fleet.fleet_path, "--overwrite", "--only", "g0.prefill", *kit.small_sweep
+    )
+    assert only.returncode == 0, only.stderr
+    assert _keys(kit.load(store_path)) == ["g0.prefill"]
+    assert [e["key"]["engine"] for e in kit.load(sidecar_path)["profiles"]] == ["g0.prefill"]
+    read_store(store_path)
+
+
+@pytest.mark.parametrize("which", ["store", "sidecar"])
+def test_symlinked_destination_refused(
+    kit: Kit, sim_factory: Callable[..., SimFleet], tmp_path: Path, which: str
+) -> None:
+    """A symlinked store or sidecar is refused (exit 2), also with --overwrite; writes nothing."""
+    fleet = sim_factory()
+    store_path, sidecar_path = kit.outputs(fleet)
+    store_path.parent.mkdir()
+    target = tmp_path / "elsewhere.json"
+    target.write_bytes(b"{}")
+    (store_path if which == "store" else sidecar_path).symlink_to(target)
+    for extra in ((), ("--overwrite",)):
+        done = kit.run("--fleet", fleet.fleet_path, *extra, *kit.small_sweep)
+        assert done.returncode == 2, done.stderr
+        assert "symlink" in done.stderr
+        assert target.read_bytes() == b"{}"
+    assert sorted(p.name for p in store_path.parent.iterdir()) == [
+        (store_path if which == "store" else sidecar_path).name
+    ]
+
+
+def test_json_result_on_success_and_failure(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
+    """--format json prints exactly one result object, on success and on failure."""
+    fleet = sim_factory()
+    store_path, sidecar_path = kit.outputs(fleet)
+    ok = kit.run("--fleet", fleet.fleet_path, "--format", "json", *kit.small_sweep)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.result() == {
+        "format": "narwhal.profile.result",
+        "format_version": 1,
+        "ok": True,
+        "mode": "live",
+        "path": str(store_path),
+        "samples_path": str(sidecar_path),
+        "profiles": 2,
+        "error": None,
+    }
+    fleet.set_faults("g0.decode", health_status=503)
+    failed = kit.run(
+        "--fleet", fleet.fleet_path, "--format", "json", "--overwrite", *kit.small_sweep
+    )
+    assert failed.returncode == 1
+    doc = failed.result()
+    assert doc["ok"] is False and doc["mode"] == "live" and doc["profiles"] == 0
+    assert doc["error"]["engine"] == "g0.decode"
+    assert doc["error"]["code"] == "health"
+    assert "503" in doc["error"]["message"]
+    usage = kit.run("--fleet", fleet.fleet_path, "--format", "json", "--decode-tokens", "2")
+    assert usage.returncode == 2
+    assert usage.result()["error"]["code"] == "usage"
+    assert orjson.loads(store_path.read_bytes())["profiles"]  # untouched by the failures
+
+
+COLOCATED = (
+    "--colocated",
+    "--neighbour-prefill-rps",
+    "20",
+    "--neighbour-decode-rps",
+    "10",
+    "--neighbour-prefill-tokens",
+    "512",
+    "--neighbour-decode-input-tokens",
+    "128",
+    "--neighbour-decode-output-tokens",
+    "16",
+)
+
+
+def test_colocated_sweep_records_neighbours(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
+    """--colocated loads each target's group peer and records its traffic and the settings."""
+    fleet = sim_factory()
+    done = kit.run("--fleet", fleet.fleet_path, *kit.small_sweep, *COLOCATED)
+    assert done.returncode == 0, done.stderr
+    store_path, sidecar_path = kit.outputs(fleet)
+    profiles = kit.load(store_path)["profiles"]
+    assert [p["colocation"]["prefill_rps"] for p in profiles] == [20.0, 20.0]
+    entries = {e["key"]["engine"]: e["neighbours"] for e in kit.load(sidecar_path)["profiles"]}
+    assert [(r["iid"], r["role"]) for r in entries["g0.prefill"]] == [("g0.decode", "decode")]
+    assert [(r["iid"], r["role"]) for r in entries["g0.decode"]] == [("g0.prefill", "prefill")]
+    for records in entries.values():
+        assert records[0]["completions"] > 0 and records[0]["errors"] == []
+
+
+def test_colocated_stalled_neighbour_rejects_the_profile(
+    kit: Kit, sim_factory: Callable[..., SimFleet]
+) -> None:
+    """A neighbour that completes nothing during the target's interval aborts the run."""
+    fleet = sim_factory()
+    fleet.set_faults("g0.decode", stall=True)
+    done = kit.run(
+        "--fleet", fleet.fleet_path, "--only", "g0.prefill", *kit.small_sweep, *COLOCATED
+    )
+    assert done.returncode == 1
+    assert "neighbour g0.decode" in done.stderr
+    assert not kit.outputs(fleet)[0].exists()

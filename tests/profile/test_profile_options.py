@@ -1,0 +1,263 @@
+"""Option parsing, validation and mode selection: bad values and conflicts exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from narwhal_profile_cli._errors import ProfileUsageError
+from narwhal_profile_cli._modes import select_mode
+from narwhal_profile_cli._options import (
+    RawOptions,
+    parse_int_list,
+    parse_positive_int,
+    parse_rate,
+    validate,
+)
+from narwhal_profile_cli.cli import run
+
+
+@pytest.fixture
+def fleet_file(tmp_path: Path) -> Path:
+    """A valid fleet whose engine cannot be reached (so nothing may get past validation)."""
+    path = tmp_path / "fleet.json"
+    path.write_bytes(
+        orjson.dumps(
+            {
+                "format": "narwhal.fleet",
+                "format_version": 1,
+                "profiles": {"path": "profiles/p.json"},
+                "engines": [
+                    {
+                        "iid": "e0",
+                        "url": "http://127.0.0.1:9",
+                        "role": "prefill",
+                        "shared_device": {"group": "g"},
+                    },
+                    {
+                        "iid": "e1",
+                        "url": "http://127.0.0.1:9",
+                        "role": "decode",
+                        "shared_device": {"group": "g"},
+                    },
+                ],
+            }
+        )
+    )
+    return path
+
+
+def test_lists_parse_to_sorted_distinct_values() -> None:
+    """A list keeps its distinct values in ascending order, tolerating spaces and duplicates."""
+    assert parse_int_list("--x", " 512, 256,512 ,1024", min_distinct=3) == (256, 512, 1024)
+
+
+@pytest.mark.parametrize(
+    ("raw", "needle"),
+    [
+        ("", "empty"),
+        ("256,,512,1024", "empty item"),
+        ("256,512,", "empty item"),
+        ("256,abc,1024", "'abc'"),
+        ("256,nan,1024", "not finite"),
+        ("256,inf,1024", "not finite"),
+        ("256,0,1024", "not positive"),
+        ("256,-5,1024", "'-5'"),
+        ("256,2.5,1024", "'2.5'"),
+        ("256,256,512", "2 distinct"),
+    ],
+)
+def test_bad_lists_name_option_and_value(raw: str, needle: str) -> None:
+    """Each bad list is refused with a message naming the option and the value."""
+    with pytest.raises(ProfileUsageError) as caught:
+        parse_int_list("--prefill-lens", raw, min_distinct=3)
+    assert caught.value.message.startswith("--prefill-lens: ")
+    assert needle in caught.value.message
+    assert caught.value.exit_code == 2
+
+
+def test_scalars() -> None:
+    """Token counts are positive integers with minimums; rates are finite and positive."""
+    assert parse_positive_int("--decode-tokens", "3", minimum=3) == 3
+    assert parse_rate("--neighbour-prefill-rps", "0.25") == 0.25
+    for raw in ("2", "0", "-1", "x", "1e3", "inf"):
+        with pytest.raises(ProfileUsageError, match="--decode-tokens"):
+            parse_positive_int("--decode-tokens", raw, minimum=3)
+    for raw in ("0", "-0.5", "nan", "inf", "-inf", "fast"):
+        with pytest.raises(ProfileUsageError, match="--neighbour-prefill-rps"):
+            parse_rate("--neighbour-prefill-rps", raw)
+
+
+def test_defaults_are_the_references() -> None:
+    """Without options the sweep uses the reference's defaults."""
+    sweep = validate(RawOptions(fleet="f.json")).sweep
+    assert sweep.prefill_lens == (256, 512, 1024, 2048, 4096, 8192, 12288, 16384)
+    assert sweep.decode_input_lens == (512, 4096, 8192)
+    assert sweep.decode_concurrency == (1, 4, 16, 48)
+    assert (sweep.decode_tokens, sweep.prefill_repeats, sweep.decode_repeats) == (64, 3, 1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "mode"),
+    [
+        (RawOptions(fleet="f"), "live"),
+        (RawOptions(fleet="f", only=("a",), overwrite=True), "live"),
+        (RawOptions(fleet="f", refit_samples="s.json", out="o.json"), "refit"),
+        (RawOptions(fleet="f", merge=("a.json", "b.json"), out="o.json"), "merge"),
+    ],
+)
+def test_mode_selection(raw: RawOptions, mode: str) -> None:
+    """The mode follows from --refit-samples / --merge."""
+    assert select_mode(validate(raw)).mode == mode
+
+
+NEIGHBOURS = {
+    "neighbour_prefill_rps": "0.5",
+    "neighbour_decode_rps": "0.25",
+    "neighbour_prefill_tokens": "512",
+    "neighbour_decode_input_tokens": "128",
+    "neighbour_decode_output_tokens": "32",
+}
+
+
+def test_colocated_with_all_five_neighbour_options() -> None:
+    """--colocated with the five neighbour options selects a colocated live sweep."""
+    plan = select_mode(validate(RawOptions(fleet="f", colocated=True, **NEIGHBOURS)))
+    assert plan.mode == "live"
+    assert plan.colocation is not None
+    assert plan.colocation.decode_output_tokens == 32
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ([], "--fleet PATH is required"),
+        (["--prefill-lens", "256,512"], "--prefill-lens"),
+        (["--prefill-lens", "256,x,1024"], "--prefill-lens"),
+        (["--decode-input-lens", "512"], "--decode-input-lens"),
+        (["--decode-input-lens", "512,-1"], "--decode-input-lens"),
+        (["--decode-concurrency", "1,inf"], "--decode-concurrency"),
+        (["--decode-concurrency", "4,4"], "--decode-concurrency"),
+        (["--decode-tokens", "2"], "--decode-tokens: 2 is below the minimum of 3"),
+        (["--decode-tokens", "nan"], "--decode-tokens"),
+        (["--prefill-repeats", "2"], "--prefill-repeats: 2 is below the minimum of 3"),
+        (["--decode-repeats", "0"], "--decode-repeats"),
+        (["--neighbour-prefill-rps", "0"], "--neighbour-prefill-rps"),
+        (["--neighbour-decode-rps", "nan"], "--neighbour-decode-rps"),
+        (["--neighbour-prefill-tokens", "1.5"], "--neighbour-prefill-tokens"),
+        (["--neighbour-decode-input-tokens", "0"], "--neighbour-decode-input-tokens"),
+        (["--neighbour-decode-output-tokens", "-3"], "--neighbour-decode-output-tokens"),
+        (["--format", "xml"], "--format"),
+        (["--merge", "a.json", "--out", "o.json"], "at least twice"),
+        (["--merge", "a.json", "--merge", "b.json"], "requires --out"),
+        (["--merge", "a", "--merge", "b", "--out", "o", "--only", "e0"], "exclusive with --only"),
+        (["--merge", "a", "--merge", "b", "--out", "o", "--overwrite"], "with --overwrite"),
+        (["--merge", "a", "--merge", "b", "--out", "o", "--refit-samples", "s"], "--refit-samples"),
+        (["--refit-samples", "s.json"], "requires --out"),
+        (["--refit-samples", "s", "--out", "o", "--only", "e0"], "exclusive with --only"),
+        (["--refit-samples", "s", "--out", "o", "--overwrite"], "fresh outputs"),
+        (["--out", "o.json"], "--out applies only to"),
+        (["--colocated"], "requires all five neighbour options"),
+        (["--colocated", "--neighbour-prefill-rps", "1"], "missing --neighbour-decode-rps"),
+        (["--neighbour-prefill-rps", "1"], "requires --colocated"),
+        (["--no-such-option"], "No such option"),
+        (["--refit-samples", "s", "--out", "o", "--prefill-lens", "1,2"], "--prefill-lens"),
+        (["--merge", "a", "--merge", "b", "--out", "o", "--decode-tokens", "0"], "--decode-tokens"),
+    ],
+)
+def test_usage_errors_exit_2_and_write_nothing(
+    fleet_file: Path, capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
+    """Every invalid value or conflicting mode exits 2 with one line naming it; writes nothing."""
+    fleet_args = [] if args == [] else ["--fleet", str(fleet_file)]
+    before = sorted(p.name for p in fleet_file.parent.iterdir())
+    assert run([*fleet_args, *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("narwhal-profile: error: ")
+    assert err.count("\n") == 1
+    assert needle in err
+    assert sorted(p.name for p in fleet_file.parent.iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--decode-tokens", "2"],
+        ["--merge", "a.json"],
+        ["--no-such-option"],
+        ["--format", "json", "--prefill-lens", ""],
+    ],
+)
+def test_usage_errors_in_json(
+    fleet_file: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    """With --format json a usage error is one result object on stdout (also for typer's own)."""
+    assert run(["--format", "json", "--fleet", str(fleet_file), *args]) == 2
+    out, err = capsys.readouterr()
+    doc = orjson.loads(out)
+    assert out.count("\n") == 1
+    assert doc["format"] == "narwhal.profile.result" and doc["format_version"] == 1
+    assert doc["ok"] is False and doc["profiles"] == 0
+    assert doc["error"]["code"] == "usage"
+    assert err == ""
+
+
+def test_bad_fleet_file_exits_2_with_json_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fleet file violating its format exits 2 naming the JSON path of the bad value."""
+    path = tmp_path / "fleet.json"
+    path.write_bytes(
+        orjson.dumps(
+            {
+                "format": "narwhal.fleet",
+                "format_version": 1,
+                "profiles": {"path": "p.json"},
+                "engines": [{"iid": "e0", "url": "http://127.0.0.1:9", "role": "router"}],
+            }
+        )
+    )
+    assert run(["--fleet", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "engines[0].role" in err
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_bad_limits_file_exits_2(
+    fleet_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A limits file naming an engine outside the fleet exits 2 naming it."""
+    limits = tmp_path / "limits.json"
+    limits.write_bytes(
+        orjson.dumps(
+            {
+                "format": "narwhal.limits",
+                "format_version": 1,
+                "engines": {"zz": {"max_num_seqs": 4}},
+            }
+        )
+    )
+    assert run(["--fleet", str(fleet_file), "--limits", str(limits)]) == 2
+    err = capsys.readouterr().err
+    assert "--limits" in err and "'zz'" in err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """--version prints the installed distribution version."""
+    from importlib.metadata import version
+
+    assert run(["--version"]) == 0
+    assert capsys.readouterr().out.strip().endswith(version("narwhal-profile-cli"))
+
+
+def test_unreachable_engine_is_a_runtime_abort(
+    fleet_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Valid options against an unreachable engine get past validation and abort with exit 1."""
+    assert run(["--fleet", str(fleet_file), "--only", "e1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("narwhal-profile: error: engine e1: /health failed its HTTP 200 check")
+    assert not (fleet_file.parent / "profiles").exists()

@@ -1,0 +1,160 @@
+"""Fixtures for the refit, merge and colocated tests: one simulated shared GPU, measured stores."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from narwhal_profile_cli import cli
+from narwhal_sim.testing import SimFleet, start_sim_fleet
+
+#: Simulated time runs this much faster than real time.
+TIME_SCALE = 4.0
+
+#: A small sweep: three prefill lengths, two decode input lengths, two concurrencies.
+SWEEP = (
+    "--prefill-lens",
+    "256,1024,4096",
+    "--decode-input-lens",
+    "512,2048",
+    "--decode-concurrency",
+    "1,8",
+    "--decode-tokens",
+    "64",
+)
+
+#: Two engines sharing one simulated GPU (group g0); each test's fleet file gives them roles.
+IIDS = ("g0.a", "g0.b")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished ``narwhal-profile`` process."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_profile(*args: str | Path, timeout: float = 240.0) -> Run:
+    """Run the real command, ``python -m narwhal_profile_cli ARGS``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "narwhal_profile_cli", *(str(a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def run_in_process(*args: str | Path) -> Run:
+    """Run the same command in this process (``narwhal_profile_cli.cli.run``): no start-up cost."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.run([str(a) for a in args])
+    return Run(code, out.getvalue(), err.getvalue())
+
+
+def write_fleet(
+    folder: Path,
+    sim: SimFleet,
+    roles: Mapping[str, str],
+    *,
+    store: str = "profiles/store.json",
+    name: str = "fleet.json",
+    extra: Sequence[dict[str, Any]] = (),
+) -> Path:
+    """A fleet file in ``folder`` for the simulated engines with ``roles``, plus ``extra``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    engines = [
+        {"iid": iid, "url": sim.urls[iid], "role": roles[iid], "shared_device": {"group": "g0"}}
+        for iid in IIDS
+    ]
+    doc = {
+        "format": "narwhal.fleet",
+        "format_version": 1,
+        "profiles": {"path": store},
+        "engines": [*engines, *extra],
+    }
+    path = folder / name
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    return path
+
+
+def samples_of(store: Path) -> Path:
+    """The sidecar beside ``store``."""
+    return store.with_name(store.stem + ".samples.json")
+
+
+def copy_store(store: Path, folder: Path, name: str, *, sidecar: bool = True) -> Path:
+    """Copy ``store`` (and its sidecar) into ``folder`` as ``name``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / name
+    shutil.copyfile(store, target)
+    if sidecar:
+        shutil.copyfile(samples_of(store), samples_of(target))
+    return target
+
+
+def load(path: Path) -> Any:
+    """A JSON file's document."""
+    return orjson.loads(path.read_bytes())
+
+
+def wait_idle(sim: SimFleet, timeout_s: float = 30.0) -> None:
+    """Wait until no engine holds running or waiting requests."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = [sim.state(iid) for iid in IIDS]
+        if all(s["running"] == 0 and s["waiting"] == 0 for s in states):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"simulated engines still busy after {timeout_s} s")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Two live stores of the same engines measured under different role mixes."""
+
+    fleet_a: Path  # g0.a prefill, g0.b decode
+    store_a: Path
+    fleet_b: Path  # g0.a decode, g0.b prefill
+    store_b: Path
+
+
+@pytest.fixture(scope="session")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
+    """Two engines on one simulated H200 (default preset), time-scaled."""
+    workdir = tmp_path_factory.mktemp("modes-sim")
+    engines = [{"iid": iid, "shared_device": {"group": "g0"}} for iid in IIDS]
+    with start_sim_fleet(workdir, engines, time_scale=TIME_SCALE, seed=3) as fleet:
+        yield fleet
+
+
+@pytest.fixture(scope="session")
+def measured(sim: SimFleet, tmp_path_factory: pytest.TempPathFactory) -> Measured:
+    """Live sweeps of both engines in two role mixes, each into its own store."""
+    root = tmp_path_factory.mktemp("modes-measured")
+    fleet_a = write_fleet(
+        root / "a", sim, {"g0.a": "prefill", "g0.b": "decode"}, store="split-1.json"
+    )
+    fleet_b = write_fleet(
+        root / "b", sim, {"g0.a": "decode", "g0.b": "prefill"}, store="split-2.json"
+    )
+    for fleet in (fleet_a, fleet_b):
+        done = run_profile("--fleet", fleet, *SWEEP)
+        assert done.returncode == 0, done.stderr
+    return Measured(fleet_a, root / "a" / "split-1.json", fleet_b, root / "b" / "split-2.json")
