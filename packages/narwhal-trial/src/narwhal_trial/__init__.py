@@ -1,10 +1,9 @@
-"""narwhal_trial: the synthetic deployment trial, an open-loop client that proves it kept its
-schedule.
+"""narwhal_trial: the synthetic deployment trial, an open-loop client that proves its schedule.
 
 ``prepare`` builds a workload (``build_workload``) from the served model's seed completion;
-``run_trial`` drains the fleet, warms it up and offers every request at ``t0 + n / rate``,
-recording schedule misses instead of sending late; ``run_checks`` and ``reconcile`` are the
-runbook's checks before and after. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
+``run_trial`` drains the fleet, warms it up and offers every request at ``t0 + n / rate``, recording
+schedule misses instead of sending late; ``run_checks`` and ``reconcile`` are the runbook's checks
+before and after. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
 """
 
 from narwhal_trial._check import CheckItem, run_checks
@@ -34,6 +33,8 @@ from narwhal_trial._settings import RunSettings
 from narwhal_trial._stats import required_good, wilson_interval
 from narwhal_trial._workload import (
     LoadedWorkload,
+    Sampling,
+    SeedPrompt,
     Workload,
     load_workload,
     prompt_ids,
@@ -54,7 +55,9 @@ __all__ = [
     "Reconciliation",
     "RequestRecord",
     "RunSettings",
+    "Sampling",
     "ScheduleLimits",
+    "SeedPrompt",
     "Status",
     "Summary",
     "TrialError",

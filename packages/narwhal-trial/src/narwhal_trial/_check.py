@@ -1,0 +1,181 @@
+"""``check``: the runbook's pre-trial checks, every failing item listed.
+
+1. The workload's input + output tokens fit every target engine's live ``max_model_len``
+   (``/tokenize``, checked against ``/v1/models``), and every target engine serves its model.
+2. They lie inside the accepted profile domain of the store: the profile whose key matches the
+   engine's current fleet key exists; prefill targets (``prefill``/``mixed``) have
+   ``input_tokens`` within the prefill fit's ``[min_len, max_len]``; decode targets
+   (``decode``/``mixed``) have ``input_tokens`` within the decode fit's ``input_lens`` range, or,
+   without ``input_lens``, the mean decode context ``input + output/2`` within
+   ``[ctx_min, ctx_max]``.
+3. Prefix caching is off on each engine according to its own ``vllm:cache_config_info``
+   (``enable_prefix_caching``), and in each launch record given as a file (the ``vllm serve``
+   command line must hold ``--no-enable-prefix-caching`` and no later ``--enable-prefix-caching``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from narwhal_engine_client import EngineClient, EngineClientError
+from narwhal_store import LoadedFleet, Profile, StoreError, load_fleet, profile_key, read_store
+from narwhal_trial._errors import TrialError, TrialUsageError
+from narwhal_trial._files import read_regular
+from narwhal_trial._prepare import live_max_model_len
+from narwhal_trial._workload import Workload, load_workload
+
+_FALSE = {"false", "0", "no", "off"}
+_OFF_FLAG = "--no-enable-prefix-caching"
+_ON_FLAG = "--enable-prefix-caching"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckItem:
+    """One check: what was checked, whether it passed, and the detail."""
+
+    subject: str
+    what: str
+    ok: bool
+    detail: str
+
+
+def launch_record_item(path: Path) -> CheckItem:
+    """A launch record passes when its command line turns prefix caching off (last flag wins)."""
+    what = "launch record: prefix caching off"
+    try:
+        text = read_regular(path).decode("utf-8", "replace")
+    except OSError as exc:
+        return CheckItem(str(path), what, False, f"cannot read: {exc.strerror or exc}")
+    try:
+        words = shlex.split(text, comments=True)
+    except ValueError as exc:
+        return CheckItem(str(path), what, False, f"not a command line: {exc}")
+    flags = [w.split("=", 1)[0] for w in words if w.split("=", 1)[0] in (_OFF_FLAG, _ON_FLAG)]
+    if not flags:
+        return CheckItem(str(path), what, False, f"no {_OFF_FLAG} in the command line")
+    if flags[-1] != _OFF_FLAG:
+        return CheckItem(str(path), what, False, f"{_ON_FLAG} comes after {_OFF_FLAG}")
+    return CheckItem(str(path), what, True, _OFF_FLAG)
+
+
+def profile_items(iid: str, role: str, profile: Profile, workload: Workload) -> list[CheckItem]:
+    """The profile-domain checks of one engine's accepted profile."""
+    items: list[CheckItem] = []
+    n_in, n_out = workload.input_tokens, workload.output_tokens
+    if role in ("prefill", "mixed"):
+        dom = profile.prefill_fit.domain
+        lo, hi = dom.get("min_len"), dom.get("max_len")
+        ok = isinstance(lo, int) and isinstance(hi, int) and lo <= n_in <= hi
+        items.append(
+            CheckItem(iid, "prefill domain", ok, f"input {n_in} tokens, profile [{lo}, {hi}]")
+        )
+    if role in ("decode", "mixed"):
+        fit = profile.decode_fit
+        if fit is None:
+            items.append(CheckItem(iid, "decode domain", False, "the profile has no decode fit"))
+            return items
+        items.append(_decode_item(iid, fit.domain, n_in, n_out))
+    return items
+
+
+def _decode_item(iid: str, dom: dict[str, Any], n_in: int, n_out: int) -> CheckItem:
+    lens = dom.get("input_lens")
+    if isinstance(lens, list) and lens:
+        ok = min(lens) <= n_in <= max(lens)
+        return CheckItem(
+            iid, "decode domain", ok, f"input {n_in} tokens, profile input lengths {lens}"
+        )
+    lo, hi = dom.get("ctx_min"), dom.get("ctx_max")
+    ctx = n_in + n_out / 2
+    ok = isinstance(lo, int | float) and isinstance(hi, int | float) and lo <= ctx <= hi
+    return CheckItem(iid, "decode domain", ok, f"mean context {ctx:g}, profile [{lo}, {hi}]")
+
+
+async def _engine_items(fleet: LoadedFleet, iid: str, workload: Workload) -> list[CheckItem]:
+    entry = fleet.config.engine(iid)
+    items: list[CheckItem] = []
+    need = workload.input_tokens + workload.output_tokens
+    try:
+        client = EngineClient.from_env(entry.url, entry.api_key_env, timeout_s=30.0)
+    except EngineClientError as exc:
+        return [CheckItem(iid, "engine reachable", False, str(exc))]
+    async with client:
+        try:
+            cards = await client.models()
+            card = next((c for c in cards if c.id == workload.model), None)
+            if card is None:
+                served = ", ".join(c.id for c in cards) or "none"
+                items.append(
+                    CheckItem(iid, "serves the model", False, f"{workload.model} not in {served}")
+                )
+            else:
+                limit = await live_max_model_len(client, card)
+                items.append(
+                    CheckItem(
+                        iid, "context limit", need <= limit, f"{need} tokens, max_model_len {limit}"
+                    )
+                )
+        except (EngineClientError, TrialError) as exc:
+            items.append(CheckItem(iid, "context limit", False, _message(exc)))
+        try:
+            labels = (await client.metrics()).cache_config()
+        except EngineClientError as exc:
+            items.append(CheckItem(iid, "prefix caching off (metrics)", False, str(exc)))
+            return items
+        value = None if labels is None else labels.get("enable_prefix_caching")
+        ok = value is not None and value.strip().lower() in _FALSE
+        detail = (
+            "no vllm:cache_config_info enable_prefix_caching label"
+            if value is None
+            else f"enable_prefix_caching={value}"
+        )
+        items.append(CheckItem(iid, "prefix caching off (metrics)", ok, detail))
+    return items
+
+
+def _message(exc: Exception) -> str:
+    return exc.message if isinstance(exc, TrialError) else str(exc)
+
+
+def run_checks(
+    *,
+    workload_path: Path,
+    fleet_path: Path,
+    store_path: Path,
+    launch_records: Sequence[Path],
+    engines: Sequence[str] = (),
+) -> list[CheckItem]:
+    """Every pre-trial check; raises TrialUsageError when an input file cannot be used at all."""
+    workload = load_workload(workload_path).workload
+    try:
+        fleet = load_fleet(fleet_path)
+        store = read_store(store_path)
+    except StoreError as exc:
+        raise TrialUsageError(str(exc)) from exc
+    known = [e.iid for e in fleet.config.engines]
+    unknown = [iid for iid in engines if iid not in known]
+    if unknown:
+        raise TrialUsageError(f"--engine {', '.join(unknown)} not in the fleet {fleet_path}")
+    targets = list(engines) or known
+    items: list[CheckItem] = []
+    for iid in targets:
+        key = profile_key(fleet, iid)
+        found = [p for p in store.store.find(iid) if p.key.ident() == key.ident()]
+        if not found:
+            items.append(CheckItem(iid, "accepted profile", False, f"none for {key.label()}"))
+        else:
+            role = fleet.config.engine(iid).role
+            items.extend(profile_items(iid, role, found[0], workload))
+
+    async def live() -> list[list[CheckItem]]:
+        return list(await asyncio.gather(*(_engine_items(fleet, i, workload) for i in targets)))
+
+    for engine_items in asyncio.run(live()):
+        items.extend(engine_items)
+    items.extend(launch_record_item(path) for path in launch_records)
+    return items

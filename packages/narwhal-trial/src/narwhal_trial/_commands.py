@@ -1,0 +1,135 @@
+"""The command bodies behind the CLI: each returns an exit code and prints one-line results."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import orjson
+
+from narwhal_engine_client import EngineClient
+from narwhal_trial._check import run_checks
+from narwhal_trial._errors import TrialError
+from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
+from narwhal_trial._prepare import build_workload
+from narwhal_trial._reconcile import read_journal, read_requests, reconcile
+from narwhal_trial._records import Summary
+from narwhal_trial._run import run_trial
+from narwhal_trial._settings import RunSettings
+from narwhal_trial._workload import workload_bytes
+
+WORKLOAD_FILE = "workload.json"
+
+
+def fail(prog: str, error: TrialError) -> int:
+    """Print the one-line error and return its exit code."""
+    print(f"{prog}: error: {error.message}", file=sys.stderr)  # noqa: T201 - the command layer
+    return error.exit_code
+
+
+def prepare_command(
+    *, base: str, input_tokens: int, output_tokens: int, seed: int, out: Path, model: str | None
+) -> Path:
+    """Build and write ``OUT/workload.json``; returns its path. Raises TrialError."""
+    check_fresh_dir(out, holds=(WORKLOAD_FILE,))
+
+    async def build() -> bytes:
+        async with EngineClient(base) as client:
+            workload = await build_workload(
+                client,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                seed=seed,
+                model=model,
+            )
+        return workload_bytes(workload)
+
+    data = asyncio.run(build())
+    make_private_dir(out, holds=(WORKLOAD_FILE,))
+    path = out / WORKLOAD_FILE
+    try:
+        atomic_write(path, data)
+    except OSError as exc:
+        raise TrialError(f"cannot write {path}: {exc}") from exc
+    return path
+
+
+def run_command(settings: RunSettings) -> Summary:
+    """Run the trial; returns the summary (its ``exit_code`` is the command's)."""
+    return run_trial(settings)
+
+
+def describe(summary: Summary, settings: RunSettings) -> str:
+    """A few human lines about a finished run, for stdout."""
+    verdict = (
+        "PASS"
+        if summary.exit_code == 0
+        else {1: "ERROR", 2: "MISS", 130: "INTERRUPTED"}.get(summary.exit_code, "FAIL")
+    )
+    interval = summary.attainment_interval
+    lines = [
+        f"rate {settings.rate:g}/s: {summary.good}/{summary.requests} good "
+        f"(need {summary.required_good}), attainment {summary.attainment:.3f} "
+        f"[{interval.low:.3f}, {interval.high:.3f}] -> {verdict}",
+        f"schedule {'valid' if summary.client_schedule_valid else 'INVALID'}: "
+        f"{summary.sent} sent, misses {summary.schedule_misses}, max lag "
+        f"{_ms(summary.max_lag_s)}, max in flight {summary.max_in_flight}",
+    ]
+    failed = {k: v for k, v in summary.counts.items() if v and k != "completed"}
+    if failed:
+        lines.append(f"not completed: {failed}")
+    if summary.ttft_s.count:
+        lines.append(
+            f"TTFT p50 {_ms(summary.ttft_s.p50)} p99 {_ms(summary.ttft_s.p99)}; "
+            f"TPOT p50 {_ms(summary.tpot_s.p50)} p99 {_ms(summary.tpot_s.p99)}"
+        )
+    if summary.error:
+        lines.append(f"error: {summary.error}")
+    lines.append(f"records in {settings.out} (exit {summary.exit_code})")
+    return "\n".join(lines)
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 1000:.1f} ms"
+
+
+def check_command(
+    *,
+    workload: Path,
+    fleet: Path,
+    profiles: Path,
+    launch_records: list[Path],
+    engines: list[str],
+) -> tuple[int, str]:
+    """Run every pre-trial check: exit 0 when all pass, else 2; the text lists every item."""
+    items = run_checks(
+        workload_path=workload,
+        fleet_path=fleet,
+        store_path=profiles,
+        launch_records=launch_records,
+        engines=engines,
+    )
+    failed = [i for i in items if not i.ok]
+    lines = [f"{'ok  ' if i.ok else 'FAIL'} {i.subject}: {i.what}: {i.detail}" for i in items]
+    lines.append(
+        f"{len(items) - len(failed)} of {len(items)} checks passed"
+        + (f"; {len(failed)} failed" if failed else "")
+    )
+    return (2 if failed else 0), "\n".join(lines)
+
+
+def reconcile_command(*, requests: Path, journal: Path, as_json: bool) -> tuple[int, str]:
+    """Reconcile a run's records with the router journal: exit 0 when all match, else 2."""
+    result = reconcile(read_requests(requests), read_journal(journal))
+    code = 0 if result.ok else 2
+    if as_json:
+        return code, orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode()
+    lines = [
+        f"run {result.run_id}: {result.client_records} client records, {result.matched} matched, "
+        f"{result.schedule_misses} schedule misses (absent from the journal as they must be), "
+        f"{result.warmup_entries} warm-up, {result.foreign_entries} foreign journal entries",
+        *(f"problem: {p}" for p in result.problems),
+        "reconciled" if result.ok else f"NOT reconciled: {len(result.problems)} problem(s)",
+    ]
+    return code, "\n".join(lines)

@@ -1,0 +1,51 @@
+"""Waiting for the fleet to drain: the router's admission queue and resident work must read zero."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+
+from narwhal_engine_client import EngineClient, EngineClientError
+from narwhal_trial._errors import DrainError
+from narwhal_trial._schedule import Clock
+
+DEFAULT_GAUGES = (
+    "narwhal_router_admission_queue_depth",
+    "narwhal_router_resident_requests",
+    "vllm:num_requests_waiting",
+    "vllm:num_requests_running",
+)
+
+
+async def wait_drained(
+    client: EngineClient,
+    gauges: Sequence[str],
+    *,
+    timeout_s: float,
+    poll_s: float,
+    clock: Clock,
+) -> float:
+    """Poll ``GET /metrics`` until the gauges present sum to zero; returns the seconds it took.
+
+    None of the gauges on the page, an unreadable page, or the timeout passing raise DrainError.
+    """
+    start = clock()
+    while True:
+        try:
+            snapshot = await client.metrics()
+        except EngineClientError as exc:
+            raise DrainError(f"cannot read {client.base_url}/metrics: {exc}") from exc
+        present = {name: value for name in gauges if (value := snapshot.sum(name)) is not None}
+        if not present:
+            raise DrainError(
+                f"none of the drain gauges ({', '.join(gauges)}) is on {client.base_url}/metrics"
+            )
+        total = math.fsum(present.values())
+        elapsed = (clock() - start) / 1e9
+        if total == 0:
+            return elapsed
+        if elapsed >= timeout_s:
+            busy = ", ".join(f"{k}={v:g}" for k, v in present.items() if v)
+            raise DrainError(f"the fleet did not drain within {timeout_s:g} s ({busy})")
+        await asyncio.sleep(min(poll_s, max(0.0, timeout_s - elapsed)))

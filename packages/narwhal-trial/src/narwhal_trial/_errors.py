@@ -1,0 +1,43 @@
+"""The exceptions of narwhal_trial; each carries the exit code the command layer turns it into.
+
+TrialError            root; exit 1 (a blocking error, runbook table)
+├── TrialUsageError   exit 2: bad option values, an ``--out`` already holding a run or workload
+├── WorkloadError     exit 1: an unreadable or invalid workload, or one the engine cannot serve
+├── DrainError        exit 1: no drain gauge on the metrics page, or no drain in time
+├── PrepareError      exit 1: the engine did not give the seed completion's token ids
+└── ReadError         exit 1: an unreadable run record, journal or launch record
+"""
+
+from __future__ import annotations
+
+
+class TrialError(Exception):
+    """Root of every error of narwhal_trial; ``exit_code`` is what the command exits with."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class TrialUsageError(TrialError):
+    """Invalid usage: bad option values, or a destination that already holds results (exit 2)."""
+
+    exit_code = 2
+
+
+class WorkloadError(TrialError):
+    """The workload file is unreadable or invalid, or does not fit the served model."""
+
+
+class DrainError(TrialError):
+    """The fleet did not drain: no known gauge on the metrics page, or the timeout passed."""
+
+
+class PrepareError(TrialError):
+    """``prepare`` could not obtain the seed completion's token ids from the engine."""
+
+
+class ReadError(TrialError):
+    """A run record, router journal or launch record could not be read or parsed."""

@@ -1,0 +1,108 @@
+"""Private, symlink-safe files: run folders 0700, files 0600, atomic replaces, exclusive creates."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from narwhal_trial._errors import TrialUsageError
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def read_regular(path: Path) -> bytes:
+    """Read a regular file without following a symlink at its last component."""
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IsADirectoryError(f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
+def check_fresh_dir(path: Path, *, holds: tuple[str, ...]) -> bool:
+    """Refuse (TrialUsageError) a destination that is a symlink, not a folder, or not empty.
+
+    Returns True when an empty folder is already there. ``holds`` names the files a finished result
+    would have, for the message. Nothing is changed.
+    """
+    if path.is_symlink():
+        raise TrialUsageError(f"refusing --out {path}: it is a symlink")
+    if path.exists():
+        if not path.is_dir():
+            raise TrialUsageError(f"refusing --out {path}: it exists and is not a folder")
+        present = sorted(p.name for p in path.iterdir())
+        if present:
+            found = [name for name in holds if name in present]
+            what = f"already holds {', '.join(found)}" if found else "is not empty"
+            raise TrialUsageError(f"refusing --out {path}: it {what}; choose a new folder")
+        return True
+    return False
+
+
+def make_private_dir(path: Path, *, holds: tuple[str, ...]) -> None:
+    """Create ``path`` as a 0700 folder, or take over an existing empty one (made 0700).
+
+    Everything check_fresh_dir refuses is refused here too, and left untouched.
+    """
+    if check_fresh_dir(path, holds=holds):
+        path.chmod(DIR_MODE, follow_symlinks=False)
+        return
+    parent = path.parent
+    if not parent.exists():
+        parent.mkdir(parents=True, mode=DIR_MODE)
+    try:
+        path.mkdir(mode=DIR_MODE)
+    except FileExistsError as exc:
+        raise TrialUsageError(f"refusing --out {path}: it appeared while starting") from exc
+    path.chmod(DIR_MODE, follow_symlinks=False)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file beside it, fsync, rename), mode 0600.
+
+    A destination that is a symlink is refused rather than followed or replaced.
+    """
+    if path.is_symlink():
+        raise OSError(f"refusing to write {path}: it is a symlink")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "wb", closefd=False) as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        Path(tmp).replace(path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            Path(tmp).unlink()
+        raise
+    _fsync_dir(path.parent)
+
+
+def create_exclusive(path: Path) -> int:
+    """Create a new 0600 file for appending; fails if anything is already there."""
+    return os.open(
+        path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _NOFOLLOW | _CLOEXEC, FILE_MODE
+    )
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,67 @@
+"""Building ``manifest.json``: the runbook's items plus run id, base URL, start, arguments."""
+
+from __future__ import annotations
+
+import platform
+import socket
+import sys
+
+from narwhal_trial._provenance import (
+    dist_version,
+    helper_digest,
+    helper_files,
+    helper_version,
+    source_revision,
+)
+from narwhal_trial._records import Limits, Manifest
+from narwhal_trial._settings import RunSettings
+from narwhal_trial._workload import LoadedWorkload
+
+
+def build_manifest(
+    settings: RunSettings,
+    loaded: LoadedWorkload,
+    *,
+    run_id: str,
+    start_time: str,
+    warmup_request_id: str,
+    event_loop: str,
+) -> Manifest:
+    """The manifest of a run about to start."""
+    files = helper_files(settings.launcher)
+    revision, dirty = source_revision()
+    workload = loaded.workload
+    return Manifest(
+        run_id=run_id,
+        base_url=settings.base_url,
+        start_time=start_time,
+        workload_path=loaded.path,
+        workload_digest=loaded.sha256,
+        helper_digest=helper_digest(files),
+        helper_files=files,
+        helper_version=helper_version(),
+        hostname=socket.gethostname(),
+        source_revision=revision,
+        source_dirty=dirty,
+        command=list(settings.command) or list(sys.argv),
+        python_version=f"{platform.python_implementation()} {platform.python_version()}",
+        httpx_version=dist_version("httpx"),
+        event_loop=event_loop,
+        limits=Limits(
+            max_in_flight=settings.max_in_flight,
+            max_lag_s=settings.max_lag_s,
+            request_timeout_s=settings.request_timeout_s,
+            drain_timeout_s=settings.drain_timeout_s,
+            drain_gauges=list(settings.drain_gauges),
+        ),
+        arguments=settings.arguments(),
+        model=workload.model,
+        requests=settings.requests,
+        rate=settings.rate,
+        ttft_s=str(settings.ttft_s),
+        tpot_s=str(settings.tpot_s),
+        attainment=str(settings.attainment),
+        input_tokens=workload.input_tokens,
+        output_tokens=workload.output_tokens,
+        warmup_request_id=warmup_request_id,
+    )

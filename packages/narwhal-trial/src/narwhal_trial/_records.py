@@ -1,0 +1,195 @@
+"""The run's documents: ``manifest.json``, the lines of ``requests.jsonl`` and ``summary.json``."""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MANIFEST_FORMAT: Final = "narwhal.trial.manifest"
+REQUEST_FORMAT: Final = "narwhal.trial.request"
+SUMMARY_FORMAT: Final = "narwhal.trial.summary"
+
+Status = Literal[
+    "completed",
+    "http_error",
+    "stream_error",
+    "stream_cut",
+    "timeout",
+    "connect_error",
+    "protocol_error",
+    "client_schedule_miss",
+    "interrupted",
+]
+"""Terminal status of one offer. ``completed`` reached ``[DONE]``; whether it was good is
+separate."""
+
+STATUSES: tuple[Status, ...] = (
+    "completed",
+    "http_error",
+    "stream_error",
+    "stream_cut",
+    "timeout",
+    "connect_error",
+    "protocol_error",
+    "client_schedule_miss",
+    "interrupted",
+)
+
+MissReason = Literal["in_flight_cap", "lag"]
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Limits(_Doc):
+    """The client limits selected for the run (the runbook's "selected limits")."""
+
+    max_in_flight: int
+    max_lag_s: float
+    request_timeout_s: float
+    drain_timeout_s: float
+    drain_gauges: list[str]
+
+
+class Manifest(_Doc):
+    """``manifest.json``: what ran, from where, with what, written before the first offer."""
+
+    format: Literal["narwhal.trial.manifest"] = MANIFEST_FORMAT
+    format_version: Literal[1] = 1
+    run_id: str
+    base_url: str
+    start_time: str = Field(description="UTC wall-clock time when the run started (ISO 8601)")
+    workload_path: str
+    workload_digest: str = Field(description="SHA-256 of the workload file's exact bytes")
+    helper_digest: str = Field(
+        description="SHA-256 over the launcher and the package's source files"
+    )
+    helper_files: dict[str, str] = Field(
+        description="SHA-256 of each file the helper digest covers"
+    )
+    helper_version: str
+    hostname: str
+    source_revision: str = Field(
+        description="git rev-parse HEAD of the helper's checkout, or unknown"
+    )
+    source_dirty: bool | None
+    command: list[str]
+    python_version: str
+    httpx_version: str
+    event_loop: str
+    limits: Limits
+    arguments: dict[str, str | int | float | bool | list[str] | None]
+    model: str
+    requests: int
+    rate: float
+    ttft_s: str
+    tpot_s: str
+    attainment: str
+    input_tokens: int
+    output_tokens: int
+    warmup_request_id: str
+
+
+class RequestRecord(_Doc):
+    """One line of ``requests.jsonl``: one offer, written as it ends; times in s from t0."""
+
+    format: Literal["narwhal.trial.request"] = REQUEST_FORMAT
+    format_version: Literal[1] = 1
+    sequence: int
+    request_id: str
+    due_s: float
+    sent: bool
+    sent_s: float | None
+    lag_s: float = Field(description="send (or miss decision) time minus due time")
+    end_s: float | None
+    in_flight: int = Field(
+        description="requests in flight when this offer was decided, itself excluded"
+    )
+    status: Status
+    miss_reason: MissReason | None
+    http_status: int | None
+    error: str | None
+    ttft_s: float | None
+    tpot_s: float | None
+    e2e_s: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    chunks: int
+    finish_reason: str | None
+    bytes_sent: int
+    bytes_received: int
+    good: bool
+
+
+class Distribution(_Doc):
+    """count, mean, max and percentiles (linear interpolation) of one measure, seconds."""
+
+    count: int
+    mean: float | None
+    max: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+
+
+class Interval(_Doc):
+    """A two-sided confidence interval of a proportion."""
+
+    method: Literal["wilson"] = "wilson"
+    confidence: float = 0.95
+    low: float
+    high: float
+
+
+class ClientUsage(_Doc):
+    """What the client itself consumed, to establish client saturation before raising its limits."""
+
+    cpu_user_s: float
+    cpu_system_s: float
+    cpu_per_sent_request_s: float | None
+    peak_rss_bytes: int
+    bytes_sent: int
+    bytes_received: int
+    event_loop_lag_s: Distribution
+    scheduling_lag_s: Distribution
+
+
+class Summary(_Doc):
+    """``summary.json``: the verdict and the measures behind it; always written, also on errors."""
+
+    model_config = ConfigDict(
+        extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
+    )
+
+    format: Literal["narwhal.trial.summary"] = SUMMARY_FORMAT
+    format_version: Literal[1] = 1
+    run_id: str
+    requests: int = Field(description="the denominator: every planned offer")
+    offered: int = Field(description="offers whose due time came (sent or recorded as a miss)")
+    sent: int
+    counts: dict[str, int] = Field(description="offers by terminal status")
+    good: int
+    required_good: int = Field(description="ceil(attainment x requests), exact decimal")
+    attainment: float = Field(description="good / requests")
+    attainment_target: str
+    attainment_interval: Interval
+    passed: bool = Field(alias="pass", description="good ≥ required_good")
+    client_schedule_valid: bool
+    schedule_misses: dict[str, int]
+    max_lag_s: float | None
+    max_in_flight: int
+    ttft_s: Distribution
+    tpot_s: Distribution
+    e2e_s: Distribution
+    offered_rate: float
+    achieved_rate: float | None
+    duration_s: float | None
+    client: ClientUsage
+    warmup_status: str | None
+    drain_s: list[float]
+    exit_code: int
+    interrupted: bool
+    error: str | None

@@ -1,0 +1,299 @@
+"""``run``: drain, warm up, drain, then every offer on its absolute schedule; records, summary, exit
+code."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import resource
+import signal
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import orjson
+
+from narwhal_engine_client import EngineClient, EngineClientError
+from narwhal_trial._drain import wait_drained
+from narwhal_trial._errors import TrialError, WorkloadError
+from narwhal_trial._files import atomic_write, make_private_dir
+from narwhal_trial._judge import Bounds, Outcome, judge, status_of
+from narwhal_trial._loopmon import LoopLagMonitor
+from narwhal_trial._manifest import build_manifest
+from narwhal_trial._records import MissReason, Summary
+from narwhal_trial._schedule import Clock, ScheduleLimits, due_offsets_ns, pace
+from narwhal_trial._settings import RUN_FILES, RunSettings
+from narwhal_trial._summary import RunFacts, summarize
+from narwhal_trial._workload import LoadedWorkload, load_workload, request_body
+from narwhal_trial._writer import RecordWriter
+
+T = TypeVar("T")
+START_LEAD_NS = 20_000_000
+"""t0 is this far after the moment the measured phase begins, so offer 0 is paced like the
+others."""
+
+
+class _Interrupted(Exception):
+    """SIGINT arrived; the run stops offering and closes what is in flight."""
+
+
+def _loop_factory() -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str]:
+    try:
+        import uvloop
+    except ImportError:
+        return None, "asyncio"
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory, "uvloop"
+
+
+def run_trial(settings: RunSettings, *, clock: Clock = time.perf_counter_ns) -> Summary:
+    """Run one trial and return its summary (also written to ``--out/summary.json``).
+
+    Raises TrialUsageError before anything is written (bad values, an ``--out`` holding a run) and
+    WorkloadError for an unusable workload file; every later failure ends up in the summary.
+    """
+    settings.validate()
+    loaded = load_workload(settings.workload_path)
+    make_private_dir(settings.out, holds=RUN_FILES)
+    return _Trial(settings, loaded, clock).execute()
+
+
+class _Trial:
+    def __init__(self, settings: RunSettings, loaded: LoadedWorkload, clock: Clock) -> None:
+        self.s = settings
+        self.workload = loaded.workload
+        self.loaded = loaded
+        self.clock = clock
+        self.run_id = f"trial-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+        self.warmup_id = f"{self.run_id}-warmup"
+        self.ids = [f"{self.run_id}-{n:06d}" for n in range(settings.requests)]
+        self.limits = ScheduleLimits(settings.max_in_flight, round(settings.max_lag_s * 1e9))
+        self.facts = RunFacts(
+            run_id=self.run_id,
+            requests=settings.requests,
+            rate=settings.rate,
+            attainment=settings.attainment,
+            max_lag_s=settings.max_lag_s,
+        )
+        self.bounds = Bounds(settings.ttft_s, settings.tpot_s, self.workload.output_tokens)
+        self.t0 = 0
+        self.in_flight = 0
+        self.open: set[int] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.phase: asyncio.Future[Any] | None = None
+        self.client: EngineClient | None = None
+        self.bodies: list[bytes] = []
+
+    # -- the synchronous frame: files, the loop, the summary --
+    def execute(self) -> Summary:
+        factory, loop_name = _loop_factory()
+        manifest = build_manifest(
+            self.s,
+            self.loaded,
+            run_id=self.run_id,
+            start_time=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            warmup_request_id=self.warmup_id,
+            event_loop=loop_name,
+        )
+        out = self.s.out
+        try:
+            atomic_write(out / "manifest.json", _json(manifest.model_dump(mode="json")))
+            self.writer = RecordWriter(
+                out / "requests.jsonl", lambda o: judge(o, self.t0, self.bounds)
+            )
+        except OSError as exc:
+            raise TrialError(f"cannot write the run records in {out}: {exc}") from exc
+        try:
+            self.bodies = [request_body(self.workload, n) for n in range(self.s.requests)]
+            self.warm_body = request_body(self.workload, self.s.requests)
+            with asyncio.Runner(loop_factory=factory) as runner:
+                runner.run(self._main())
+        except KeyboardInterrupt:
+            self.facts.interrupted = True
+        finally:
+            self.writer.close()
+        if self.writer.error is not None and self.facts.error is None:
+            self.facts.error = f"cannot write requests.jsonl: {self.writer.error}"
+        summary = summarize(self.writer.records, self.facts)
+        try:
+            atomic_write(
+                out / "summary.json", _json(summary.model_dump(mode="json", by_alias=True))
+            )
+        except OSError as exc:
+            raise TrialError(f"cannot write {out / 'summary.json'}: {exc}") from exc
+        return summary
+
+    # -- the asynchronous phases --
+    async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, self._on_sigint)
+        try:
+            async with EngineClient(
+                self.s.base_url,
+                timeout_s=self.s.request_timeout_s,
+                max_connections=self.s.max_in_flight + 16,
+                clock_ns=self.clock,
+            ) as client:
+                self.client = client
+                await self._guard(self._before(client))
+                await self._measure(client)
+        except _Interrupted:
+            self.facts.interrupted = True
+        except TrialError as exc:
+            self.facts.error = exc.message
+        except Exception as exc:
+            self.facts.error = f"internal error: {type(exc).__name__}: {exc}"
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+
+    def _on_sigint(self) -> None:
+        self.facts.interrupted = True
+        if self.phase is not None and not self.phase.done():
+            self.phase.cancel()
+
+    async def _guard(self, coro: Awaitable[T]) -> T:
+        """Run one phase as a task that SIGINT cancels; raise _Interrupted when it does."""
+        if self.facts.interrupted:
+            if isinstance(coro, Coroutine):
+                coro.close()
+            raise _Interrupted
+        task = asyncio.ensure_future(coro)
+        self.phase = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if self.facts.interrupted:
+                raise _Interrupted from None
+            raise
+        finally:
+            self.phase = None
+
+    async def _before(self, client: EngineClient) -> None:
+        """Check the model still fits; drain; one unscored warm-up of the full shape; drain."""
+        w = self.workload
+        try:
+            cards = await client.models()
+        except EngineClientError as exc:
+            raise TrialError(f"cannot list served models at {self.s.base_url}: {exc}") from exc
+        card = next((c for c in cards if c.id == w.model), None)
+        if card is None:
+            served = ", ".join(c.id for c in cards) or "none"
+            raise WorkloadError(
+                f"the workload's model {w.model!r} is not served (served: {served})"
+            )
+        if card.max_model_len is not None and w.input_tokens + w.output_tokens > card.max_model_len:
+            raise WorkloadError(
+                f"{w.input_tokens} + {w.output_tokens} tokens exceed the live max_model_len "
+                f"{card.max_model_len}"
+            )
+        await self._drain(client)
+        warm = await client.stream_completion(
+            self.warm_body, request_id=self.warmup_id, timeout_s=self.s.request_timeout_s
+        )
+        self.facts.warmup_status = status_of(warm)
+        if not warm.ok:
+            raise TrialError(f"warm-up request failed ({status_of(warm)}): {warm.error}")
+        if warm.completion_tokens != w.output_tokens:
+            raise TrialError(
+                f"warm-up returned {warm.completion_tokens} of {w.output_tokens} output tokens"
+            )
+        await self._drain(client)
+
+    async def _drain(self, client: EngineClient) -> None:
+        took = await wait_drained(
+            client,
+            self.s.drain_gauges,
+            timeout_s=self.s.drain_timeout_s,
+            poll_s=self.s.drain_poll_s,
+            clock=self.clock,
+        )
+        self.facts.drain_s.append(took)
+
+    async def _measure(self, client: EngineClient) -> None:
+        monitor = LoopLagMonitor(self.clock)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        self.t0 = self.clock() + START_LEAD_NS
+        monitor.start()
+        try:
+            await self._guard(
+                pace(
+                    self.t0,
+                    due_offsets_ns(self.s.requests, self.s.rate),
+                    clock=self.clock,
+                    limits=self.limits,
+                    in_flight=lambda: self.in_flight,
+                    dispatch=self._dispatch,
+                )
+            )
+            if self.tasks:
+                await self._guard(asyncio.gather(*self.tasks))
+        except _Interrupted:
+            self.facts.interrupted = True
+            for task in list(self.tasks):
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+        finally:
+            await monitor.stop()
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            self.facts.cpu_user_s = after.ru_utime - before.ru_utime
+            self.facts.cpu_system_s = after.ru_stime - before.ru_stime
+            self.facts.peak_rss_bytes = after.ru_maxrss * 1024
+            self.facts.loop_lag_s = monitor.samples
+            now = self.clock()
+            for n in sorted(self.open):  # dispatched, but cancelled before its task ever ran
+                self._finish(Outcome(n, self.ids[n], self._due(n), now, 0, interrupted=True))
+
+    def _due(self, n: int) -> int:
+        return self.t0 + round(n * 1_000_000_000 / self.s.rate)
+
+    def _dispatch(self, n: int, due: int, now: int, miss: MissReason | None, flying: int) -> None:
+        if miss is not None:
+            self._finish(Outcome(n, self.ids[n], due, now, flying, miss=miss))
+            return
+        self.in_flight += 1
+        self.facts.max_in_flight_seen = max(self.facts.max_in_flight_seen, self.in_flight)
+        self.open.add(n)
+        task = asyncio.get_running_loop().create_task(self._offer(n, due, now, flying))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _offer(self, n: int, due: int, decided: int, flying: int) -> None:
+        assert self.client is not None
+        start = self.clock()
+        if start - due > self.limits.max_lag_ns:  # the task itself started too late to send in time
+            self.in_flight -= 1
+            self._finish(Outcome(n, self.ids[n], due, start, flying, miss="lag"))
+            return
+        try:
+            stream = await self.client.stream_completion(
+                self.bodies[n], request_id=self.ids[n], timeout_s=self.s.request_timeout_s
+            )
+        except asyncio.CancelledError:
+            self._finish(
+                Outcome(
+                    n,
+                    self.ids[n],
+                    due,
+                    decided,
+                    flying,
+                    interrupted=True,
+                    start_ns=start,
+                    end_ns=self.clock(),
+                )
+            )
+            return
+        finally:
+            self.in_flight -= 1
+        self._finish(Outcome(n, self.ids[n], due, decided, flying, stream=stream))
+
+    def _finish(self, outcome: Outcome) -> None:
+        self.open.discard(outcome.sequence)
+        self.writer.put(outcome)
+
+
+def _json(doc: Any) -> bytes:
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"

@@ -1,0 +1,85 @@
+"""The settings of one ``run``, validated before anything is touched."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from narwhal_trial._drain import DEFAULT_GAUGES
+from narwhal_trial._errors import TrialUsageError
+
+RUN_FILES = ("manifest.json", "requests.jsonl", "summary.json")
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """Everything ``run`` was asked to do; the runbook's flags plus the client limits."""
+
+    base_url: str
+    workload_path: Path
+    rate: float
+    requests: int
+    ttft_s: Decimal
+    tpot_s: Decimal
+    attainment: Decimal
+    out: Path
+    max_in_flight: int = 64
+    max_lag_s: float = 0.050
+    request_timeout_s: float = 300.0
+    drain_timeout_s: float = 600.0
+    drain_poll_s: float = 0.25
+    drain_gauges: tuple[str, ...] = DEFAULT_GAUGES
+    command: tuple[str, ...] = ()
+    launcher: Path | None = None
+
+    def validate(self) -> None:
+        """Raise TrialUsageError (exit 2) for a value the run cannot use."""
+        if not self.base_url.startswith(("http://", "https://")):
+            raise TrialUsageError(f"--base must be an http(s) URL, got {self.base_url!r}")
+        checks = [
+            (
+                math.isfinite(self.rate) and self.rate > 0,
+                f"--rate must be positive, got {self.rate}",
+            ),
+            (self.requests >= 1, f"--requests must be at least 1, got {self.requests}"),
+            (
+                self.max_in_flight >= 1,
+                f"--max-in-flight must be at least 1, got {self.max_in_flight}",
+            ),
+            (
+                math.isfinite(self.max_lag_s) and self.max_lag_s >= 0,
+                f"--max-lag must be a non-negative number of seconds, got {self.max_lag_s}",
+            ),
+            (
+                math.isfinite(self.request_timeout_s) and self.request_timeout_s > 0,
+                f"--request-timeout must be positive, got {self.request_timeout_s}",
+            ),
+            (
+                math.isfinite(self.drain_timeout_s) and self.drain_timeout_s > 0,
+                f"--drain-timeout must be positive, got {self.drain_timeout_s}",
+            ),
+            (bool(self.drain_gauges), "at least one --drain-gauge is needed"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise TrialUsageError(message)
+
+    def arguments(self) -> dict[str, str | int | float | bool | list[str] | None]:
+        """The arguments as the manifest records them."""
+        return {
+            "base": self.base_url,
+            "workload": str(self.workload_path),
+            "rate": self.rate,
+            "requests": self.requests,
+            "ttft": str(self.ttft_s),
+            "tpot": str(self.tpot_s),
+            "attainment": str(self.attainment),
+            "out": str(self.out),
+            "max_in_flight": self.max_in_flight,
+            "max_lag": self.max_lag_s,
+            "request_timeout": self.request_timeout_s,
+            "drain_timeout": self.drain_timeout_s,
+            "drain_gauges": list(self.drain_gauges),
+        }

@@ -1,0 +1,124 @@
+"""The workload file (``workload.json``) and the deterministic per-request prompt sampler."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+import numpy as np
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from narwhal_engine_client import completion_body
+from narwhal_trial._errors import WorkloadError
+from narwhal_trial._files import read_regular
+
+WORKLOAD_FORMAT: Final = "narwhal.trial.workload"
+SAMPLER: Final = "pool-uniform-v1"
+"""Request n's prompt is ``pool[rng.integers(0, len(pool), size=input_tokens)]``,
+``rng = numpy.random.default_rng(seed + n)``."""
+
+
+class Sampling(BaseModel):
+    """The runbook's sampling settings, sent on every request of both rate tests."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float = 0.0
+    add_special_tokens: bool = False
+    min_tokens: int = Field(gt=0)
+    max_tokens: int = Field(gt=0)
+    ignore_eos: bool = True
+
+
+class SeedPrompt(BaseModel):
+    """Which seed text was completed and how its token ids were returned."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    sha256: str
+    completion_tokens: int
+    token_ids_source: Literal["return_token_ids", "logprobs"]
+
+
+class Workload(BaseModel):
+    """``workload.json``: everything a run needs to rebuild each request's body exactly."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["narwhal.trial.workload"] = WORKLOAD_FORMAT
+    format_version: Literal[1] = 1
+    model: str
+    max_model_len: int = Field(gt=0)
+    engine_version: str | None
+    pool: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    input_tokens: int = Field(gt=0)
+    output_tokens: int = Field(gt=0)
+    seed: int = Field(ge=0)
+    sampler: Literal["pool-uniform-v1"] = SAMPLER
+    sampling: Sampling
+    seed_prompt: SeedPrompt
+    created: str
+
+
+class LoadedWorkload(BaseModel):
+    """A workload read from disk and the SHA-256 of its bytes (the manifest's workload digest)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    workload: Workload
+    path: str
+    sha256: str
+
+
+def workload_bytes(workload: Workload) -> bytes:
+    """Canonical JSON (sorted keys, compact): the file digest is the document digest."""
+    return orjson.dumps(workload.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+
+
+def load_workload(path: Path) -> LoadedWorkload:
+    """Read and validate ``workload.json``; raises WorkloadError naming the file and the problem."""
+    try:
+        data = read_regular(path)
+    except OSError as exc:
+        raise WorkloadError(f"cannot read workload {path}: {exc.strerror or exc}") from exc
+    try:
+        doc: Any = orjson.loads(data)
+        workload = Workload.model_validate(doc)
+    except orjson.JSONDecodeError as exc:
+        raise WorkloadError(f"workload {path} is not JSON: {exc}") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(document)"
+        raise WorkloadError(f"workload {path}: {where}: {first['msg']}") from exc
+    s = workload.sampling
+    if s.min_tokens != workload.output_tokens or s.max_tokens != workload.output_tokens:
+        raise WorkloadError(f"workload {path}: min_tokens and max_tokens must equal output_tokens")
+    return LoadedWorkload(
+        workload=workload, path=str(path), sha256=hashlib.sha256(data).hexdigest()
+    )
+
+
+def prompt_ids(workload: Workload, n: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """Request ``n``'s prompt: ``input_tokens`` pool ids drawn with ``default_rng(seed + n)``."""
+    if n < 0:
+        raise ValueError(f"sequence must be non-negative, got {n}")
+    pool = np.asarray(workload.pool, dtype=np.int64)
+    rng = np.random.default_rng(workload.seed + n)
+    return pool[rng.integers(0, len(pool), size=workload.input_tokens)]
+
+
+def request_body(workload: Workload, n: int) -> bytes:
+    """The encoded streaming body of request ``n`` with the workload's sampling settings."""
+    s = workload.sampling
+    return completion_body(
+        model=workload.model,
+        prompt=prompt_ids(workload, n).tolist(),
+        max_tokens=s.max_tokens,
+        min_tokens=s.min_tokens,
+        temperature=s.temperature,
+        ignore_eos=s.ignore_eos,
+        add_special_tokens=s.add_special_tokens,
+    )

@@ -1,0 +1,223 @@
+"""The ``narwhal-trial`` command (and ``tools/measurement/load_trial.py``): a thin typer shell.
+
+Exit codes follow the runbook: 0 pass with a valid schedule; 2 attainment or scheduling missed (also
+invalid usage, and an ``--out`` that already holds results); 1 a blocking error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from narwhal_trial._commands import (
+    check_command,
+    describe,
+    fail,
+    prepare_command,
+    reconcile_command,
+    run_command,
+)
+from narwhal_trial._drain import DEFAULT_GAUGES
+from narwhal_trial._errors import TrialError
+from narwhal_trial._settings import RunSettings
+from narwhal_trial._stats import parse_fraction, parse_seconds
+
+ENV_BASE = "NARWHAL_TRIAL_URL"
+
+
+@dataclass(frozen=True, slots=True)
+class _Invocation:
+    prog: str
+    argv: tuple[str, ...]
+    launcher: Path | None
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer(
+        add_completion=False,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        help="The synthetic deployment trial: prepare, check, run, reconcile.",
+    )
+    app.command("prepare")(prepare)
+    app.command("run")(run)
+    app.command("check")(check)
+    app.command("reconcile")(reconcile)
+    return app
+
+
+BaseOpt = Annotated[
+    str,
+    typer.Option("--base", envvar=ENV_BASE, show_envvar=True, help="Router or engine base URL."),
+]
+
+
+def prepare(
+    ctx: typer.Context,
+    base: BaseOpt,
+    input_tokens: Annotated[int, typer.Option("--input-tokens", min=1, help="Prompt tokens.")],
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens.")],
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Sampler seed; request n uses seed + n.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="New folder for workload.json.")],
+    model: Annotated[
+        str | None, typer.Option("--model", help="Served model (default: the only one).")
+    ] = None,
+) -> None:
+    """Query the served model, complete the seed prompt, write OUT/workload.json."""
+    inv: _Invocation = ctx.obj
+    try:
+        path = prepare_command(
+            base=base,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            seed=seed,
+            out=out,
+            model=model,
+        )
+    except TrialError as exc:
+        raise typer.Exit(fail(inv.prog, exc)) from exc
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    print(f"wrote workload to {path}")
+
+
+def _decimal(parse: Callable[[str, str], Decimal], text: str, flag: str) -> Decimal:
+    try:
+        return parse(text, flag)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=flag) from exc
+
+
+def run(
+    ctx: typer.Context,
+    base: BaseOpt,
+    workload: Annotated[Path, typer.Option("--workload", help="workload.json from prepare.")],
+    rate: Annotated[float, typer.Option("--rate", help="Offered requests per second.")],
+    requests: Annotated[
+        int, typer.Option("--requests", help="Offers; all count in the denominator.")
+    ],
+    ttft: Annotated[str, typer.Option("--ttft", help="TTFT bound, seconds.")],
+    tpot: Annotated[str, typer.Option("--tpot", help="TPOT bound, seconds.")],
+    attainment: Annotated[str, typer.Option("--attainment", help="Required good fraction.")],
+    out: Annotated[Path, typer.Option("--out", help="New private folder for the run's records.")],
+    max_in_flight: Annotated[
+        int,
+        typer.Option(
+            "--max-in-flight", help="Offers due while this many are in flight are misses."
+        ),
+    ] = 64,
+    max_lag: Annotated[
+        float,
+        typer.Option("--max-lag", help="Seconds after its due time an offer may still be sent."),
+    ] = 0.050,
+    request_timeout: Annotated[
+        float,
+        typer.Option("--request-timeout", help="Seconds before a request counts as a timeout."),
+    ] = 300.0,
+    drain_timeout: Annotated[
+        float, typer.Option("--drain-timeout", help="Seconds to wait for the fleet to drain.")
+    ] = 600.0,
+    drain_gauge: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--drain-gauge", help="Gauge that must read 0 (repeat; default: router + vLLM)."
+        ),
+    ] = None,
+) -> None:
+    """Drain, warm up, drain, then offer every request on its absolute schedule."""
+    inv: _Invocation = ctx.obj
+    settings = RunSettings(
+        base_url=base,
+        workload_path=workload,
+        rate=rate,
+        requests=requests,
+        ttft_s=_decimal(parse_seconds, ttft, "--ttft"),
+        tpot_s=_decimal(parse_seconds, tpot, "--tpot"),
+        attainment=_decimal(parse_fraction, attainment, "--attainment"),
+        out=out,
+        max_in_flight=max_in_flight,
+        max_lag_s=max_lag,
+        request_timeout_s=request_timeout,
+        drain_timeout_s=drain_timeout,
+        drain_gauges=tuple(drain_gauge) if drain_gauge else DEFAULT_GAUGES,
+        command=inv.argv,
+        launcher=inv.launcher,
+    )
+    try:
+        summary = run_command(settings)
+    except TrialError as exc:
+        raise typer.Exit(fail(inv.prog, exc)) from exc
+    except KeyboardInterrupt:  # before the run folder existed: nothing to keep
+        raise typer.Exit(130) from None
+    print(describe(summary, settings))
+    if summary.error:
+        print(f"{inv.prog}: error: {summary.error}", file=sys.stderr)
+    raise typer.Exit(summary.exit_code)
+
+
+def check(
+    ctx: typer.Context,
+    workload: Annotated[Path, typer.Option("--workload", help="workload.json from prepare.")],
+    fleet: Annotated[Path, typer.Option("--fleet", help="narwhal.fleet file of the targets.")],
+    profiles: Annotated[Path, typer.Option("--profiles", help="Accepted profile store.")],
+    launch_record: Annotated[
+        list[Path] | None,
+        typer.Option("--launch-record", help="File holding a `vllm serve` command (repeat)."),
+    ] = None,
+    engine: Annotated[
+        list[str] | None,
+        typer.Option("--engine", help="Check only this engine iid (repeat; default: all)."),
+    ] = None,
+) -> None:
+    """Before the trial: context limits, profile domain, prefix caching off. Exit 0 or 2."""
+    inv: _Invocation = ctx.obj
+    try:
+        code, text = check_command(
+            workload=workload,
+            fleet=fleet,
+            profiles=profiles,
+            launch_records=launch_record or [],
+            engines=engine or [],
+        )
+    except TrialError as exc:
+        raise typer.Exit(fail(inv.prog, exc)) from exc
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    print(text)
+    raise typer.Exit(code)
+
+
+def reconcile(
+    ctx: typer.Context,
+    requests: Annotated[Path, typer.Option("--requests", help="A run's requests.jsonl.")],
+    journal: Annotated[Path, typer.Option("--journal", help="The router's journal (JSON lines).")],
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the report as one JSON object.")
+    ] = False,
+) -> None:
+    """Match every client record to the router journal by request id. Exit 0 or 2."""
+    inv: _Invocation = ctx.obj
+    try:
+        code, text = reconcile_command(requests=requests, journal=journal, as_json=json_out)
+    except TrialError as exc:
+        raise typer.Exit(fail(inv.prog, exc)) from exc
+    print(text)
+    raise typer.Exit(code)
+
+
+def main(argv: list[str] | None = None, *, launcher: Path | None = None) -> None:
+    """Entry point of ``narwhal-trial``; the launcher passes its own path for the helper digest."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    prog = launcher.name if launcher is not None else Path(sys.argv[0]).name or "narwhal-trial"
+    command = (sys.executable, sys.argv[0], *args) if argv is None else ("narwhal-trial", *args)
+    inv = _Invocation(prog=prog, argv=command, launcher=launcher)
+    _app()(args=args, prog_name=prog, obj=inv)

@@ -1,0 +1,94 @@
+"""The command line the runbook pastes: its flags, defaults, usage errors and ``reconcile``."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import orjson
+
+from narwhal_trial import RunSettings
+
+from .conftest import Cli
+
+
+def _flags(help_text: str) -> set[str]:
+    return set(re.findall(r"--[a-z][a-z-]+", help_text))
+
+
+def test_runbook_flags_exist(cli: Cli) -> None:
+    """prepare and run accept exactly the runbook's flags (plus documented extras)."""
+    prepare = _flags(cli("prepare", "--help").stdout)
+    assert {"--base", "--input-tokens", "--output-tokens", "--seed", "--out"} <= prepare
+    run = cli("run", "--help").stdout
+    assert {"--base", "--workload", "--rate", "--requests", "--ttft", "--tpot", "--attainment",
+            "--out", "--max-in-flight", "--max-lag", "--request-timeout", "--drain-timeout",
+            "--drain-gauge"} <= _flags(run)  # fmt: skip
+    assert "NARWHAL_TRIAL_URL" in run
+
+
+def test_default_limits_are_the_runbooks() -> None:
+    """64 requests in flight and 50 ms of scheduling lag unless raised on purpose."""
+    settings = RunSettings(
+        base_url="http://127.0.0.1:1",
+        workload_path=Path("w.json"),
+        rate=0.5,
+        requests=200,
+        ttft_s=Decimal("2"),
+        tpot_s=Decimal("0.0333"),
+        attainment=Decimal("0.95"),
+        out=Path("out"),
+    )
+    assert (settings.max_in_flight, settings.max_lag_s) == (64, 0.05)
+
+
+def test_bad_values_are_usage_errors(cli: Cli, tmp_path: Path) -> None:
+    """An attainment above 1 or a zero rate exits 2 before anything is created."""
+    base = ["run", "--base", "http://127.0.0.1:1", "--workload", str(tmp_path / "w.json"),
+            "--requests", "10", "--ttft", "2", "--tpot", "0.0333",
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    bad = cli(*base, "--rate", "1", "--attainment", "1.5")
+    assert bad.returncode == 2 and "--attainment" in bad.stderr
+    zero = cli(*base, "--rate", "0", "--attainment", "0.95")
+    assert zero.returncode == 2 and "--rate" in zero.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_reconcile_command_exit_codes(cli: Cli, tmp_path: Path) -> None:
+    """reconcile exits 0 when every record has its journal entry and 2 when one is missing."""
+    run = "trial-20261130T000000Z-0000abcd"
+    record = {
+        "format": "narwhal.trial.request", "format_version": 1, "sequence": 0,
+        "request_id": f"{run}-000000", "due_s": 0.0, "sent": True, "sent_s": 0.001,
+        "lag_s": 0.001, "end_s": 1.0, "in_flight": 0, "status": "completed", "miss_reason": None,
+        "http_status": 200, "error": None, "ttft_s": 0.1, "tpot_s": 0.01, "e2e_s": 1.0,
+        "prompt_tokens": 8192, "completion_tokens": 128, "chunks": 128, "finish_reason": "length",
+        "bytes_sent": 1, "bytes_received": 1, "good": True,
+    }  # fmt: skip
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(orjson.dumps(record) + b"\n")
+    entry = {"request_id": f"{run}-000000", "status": "ok", "completion_tokens": 128}
+    journal = tmp_path / "journal.jsonl"
+    journal.write_bytes(orjson.dumps(entry) + b"\n")
+    ok = cli("reconcile", "--requests", str(requests), "--journal", str(journal), "--json")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert orjson.loads(ok.stdout)["matched"] == 1
+    journal.write_bytes(b"")
+    missing = cli("reconcile", "--requests", str(requests), "--journal", str(journal))
+    assert missing.returncode == 2 and "unmatched" in missing.stdout
+    broken = cli("reconcile", "--requests", str(journal), "--journal", str(tmp_path / "none"))
+    assert broken.returncode == 1 and "cannot read" in broken.stderr
+
+
+def test_module_and_launcher_are_the_same_command() -> None:
+    """``python -m narwhal_trial`` lists the same four commands as the launcher."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "narwhal_trial", "--help"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0
+    for command in ("prepare", "run", "check", "reconcile"):
+        assert command in proc.stdout

@@ -1,0 +1,37 @@
+"""``make demo`` end to end, time-scaled: fleet, profile, prepare, check, two rates, reconcile."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
+    """The demo runs every step, prints a verdict for 0.5 and 1 request/s and exits 0."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "demo.py"), "--time-scale", "10",
+         "--requests", "4", "--runs", str(tmp_path)],
+        capture_output=True, text=True, timeout=240, check=False, cwd=REPO,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    out = proc.stdout
+    for step in (
+        "profile the fleet",
+        "prepare the workload",
+        "check before the trial",
+        "reconcile the 0.5 request/s",
+        "reconcile the 1 request/s",
+        "verdict per rate",
+    ):
+        assert step in out, step  # fmt: skip
+    assert "0.5 request/s: PASS" in out and "1 request/s: PASS" in out
+    assert "simulated fleet stopped" in out
+    (folder,) = tmp_path.glob("demo-*")
+    assert (folder / "trial" / "rate-1" / "summary.json").is_file()

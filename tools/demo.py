@@ -1,0 +1,309 @@
+"""``make demo``: the whole runbook against the embedded simulated fleet, start to finish.
+
+Starts a ``narwhal-sim`` fleet (``examples/sim-fleet.json`` on fresh loopback ports, with its
+router on 127.0.0.1:18000 and a journal), profiles it with ``narwhal-profile``, prepares the
+runbook's workload, runs ``check``, the trial at 0.5 and then 1 request/s (20 requests each by
+default; ``FULL=1`` runs the runbook's 200), reconciles each run with the router journal, prints a
+verdict per rate, and stops everything it started, also on errors and Ctrl-C. Everything is written
+under a fresh private ``runs/demo-XXXXXXXX`` folder; nothing else in the checkout changes.
+
+Exit status: 0 when every step ran as expected (a rate that misses its target is a verdict, not a
+failure), 1 when a step failed unexpectedly, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCHER = REPO / "tools" / "measurement" / "load_trial.py"
+ROUTER_PORT = 18000
+RATES = (0.5, 1.0)
+DESCRIPTION = "make demo: the runbook against the embedded simulated fleet, start to finish."
+# The runbook's shape and target.
+INPUT_TOKENS, OUTPUT_TOKENS, SEED = 8192, 128, 1729
+TTFT_S, TPOT_S, ATTAINMENT = 2.0, 0.0333, "0.95"
+# A small sweep that still covers the workload (8192 input tokens): about 20 s of simulated time.
+PROFILE_SWEEP = (
+    "--prefill-lens", "2048,4096,8192,12288",
+    "--decode-input-lens", "4096,8192",
+    "--decode-concurrency", "1,4",
+    "--decode-tokens", "32",
+)  # fmt: skip
+
+
+class StepFailed(Exception):
+    """A demo step did not end as expected."""
+
+
+def say(text: str = "") -> None:
+    """Print one line of the demo's story, at once."""
+    print(text, flush=True)
+
+
+def free_port() -> int:
+    """A loopback TCP port free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_is_free(port: int) -> bool:
+    """True when 127.0.0.1:port can be bound."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def write_fleet(folder: Path) -> tuple[Path, Path, list[dict[str, Any]]]:
+    """The example fleet on fresh ports (profiles land beside it), and the example sim config."""
+    fleet = json.loads((REPO / "examples" / "sim-fleet.json").read_text())
+    for engine in fleet["engines"]:
+        engine["url"] = f"http://127.0.0.1:{free_port()}"
+    fleet_path = folder / "fleet.json"
+    fleet_path.write_text(json.dumps(fleet, indent=2) + "\n")
+    sim_path = folder / "sim-config.json"
+    sim_path.write_text((REPO / "examples" / "sim-config.json").read_text())
+    return fleet_path, sim_path, list(fleet["engines"])
+
+
+def write_launch_records(folder: Path, engines: Sequence[dict[str, Any]]) -> list[Path]:
+    """One launch record per engine: the ``vllm serve`` line each simulated engine stands for."""
+    folder.mkdir(mode=0o700)
+    paths = []
+    for engine in engines:
+        port = engine["url"].rsplit(":", 1)[1]
+        path = folder / f"{engine['iid']}.txt"
+        path.write_text(
+            "# simulated by narwhal-sim (make demo)\n"
+            f"vllm serve meta-llama/Llama-3.1-8B-Instruct --served-model-name {engine['model']} "
+            f"--max-model-len 16384 --no-enable-prefix-caching --port {port}\n"
+        )
+        paths.append(path)
+    return paths
+
+
+@contextlib.contextmanager
+def sim_fleet(
+    folder: Path, fleet: Path, sim_config: Path, router_port: int, time_scale: float
+) -> Iterator[str]:
+    """Run ``narwhal-sim up`` with the router until the block ends; yields the router URL."""
+    ready = folder / "sim-ready.json"
+    log = (folder / "sim.log").open("wb")
+    cmd = [
+        sys.executable, "-m", "narwhal_sim", "up", "--fleet", str(fleet),
+        "--sim-config", str(sim_config), "--router", f"127.0.0.1:{router_port}",
+        "--journal", str(folder / "router-journal.jsonl"), "--ready-file", str(ready),
+        "--time-scale", repr(time_scale),
+    ]  # fmt: skip
+    # its own session: Ctrl-C reaches the demo, which then stops the fleet in order
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    log.close()
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = (folder / "sim.log").read_text(errors="replace")[-800:]
+                raise StepFailed(f"narwhal-sim did not start:\n{tail}")
+            time.sleep(0.05)
+        yield str(json.loads(ready.read_text())["router"])
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        say(f"   simulated fleet stopped (log: {folder / 'sim.log'})")
+
+
+def step(title: str, cmd: Sequence[str], *, ok: Sequence[int] = (0,)) -> int:
+    """Run one command, print its output indented; StepFailed unless its exit code is in ``ok``."""
+    say(f"== {title}")
+    say("   $ " + " ".join(_short(c) for c in cmd))
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        stdout, stderr = proc.communicate()
+    except KeyboardInterrupt:
+        _interrupt(proc)
+        raise
+    for line in (stdout + stderr).strip().splitlines():
+        say(f"   {line}")
+    say(f"   (exit {proc.returncode}, {time.monotonic() - started:.1f} s)")
+    if proc.returncode == 130:
+        raise KeyboardInterrupt
+    if proc.returncode not in ok:
+        raise StepFailed(f"{title}: exit {proc.returncode}")
+    return proc.returncode
+
+
+def _interrupt(proc: subprocess.Popen[str]) -> None:
+    """Let an interrupted step close its records (a trial writes its partial summary), then stop it.
+
+    A terminal's Ctrl-C already reached the step; otherwise it is forwarded after 2 s.
+    """
+    for signal_to_send in (None, signal.SIGINT, signal.SIGKILL):
+        if signal_to_send is not None:
+            proc.send_signal(signal_to_send)
+        try:
+            stdout, stderr = proc.communicate(timeout=2 if signal_to_send is None else 30)
+        except subprocess.TimeoutExpired:
+            continue
+        for line in (stdout + stderr).strip().splitlines():
+            say(f"   {line}")
+        say(f"   (exit {proc.returncode}: interrupted)")
+        return
+
+
+def _short(arg: str) -> str:
+    return arg.replace(str(REPO) + "/", "") if arg.startswith(str(REPO)) else arg
+
+
+def profile_command() -> list[str]:
+    """``narwhal-profile`` from the same environment (its module when the script is absent)."""
+    script = Path(sys.executable).parent / "narwhal-profile"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "narwhal_profile_cli"]
+
+
+def trial(*args: str) -> list[str]:
+    """The runbook's command line for ``load_trial.py``."""
+    return [sys.executable, str(LAUNCHER), *args]
+
+
+def run_rates(base: str, folder: Path, requests: int, scale: float) -> dict[float, str]:
+    """The runbook's sweep: 0.5 then 1 request/s, stopping at the first rate that misses."""
+    verdicts: dict[float, str] = {}
+    workload = folder / "workload" / "workload.json"
+    journal = folder.parent / "router-journal.jsonl"
+    for rate in RATES:
+        out = folder / f"rate-{rate:g}"
+        step(
+            f"trial at {rate:g} request/s ({requests} requests)",
+            trial(
+                "run", "--base", base, "--workload", str(workload), "--rate", f"{rate * scale:g}",
+                "--requests", str(requests), "--ttft", f"{TTFT_S / scale:g}",
+                "--tpot", f"{TPOT_S / scale:g}", "--attainment", ATTAINMENT, "--out", str(out),
+            ),
+            ok=(0, 2),
+        )  # fmt: skip
+        summary = json.loads((out / "summary.json").read_text())
+        verdicts[rate] = _verdict(summary)
+        step(
+            f"reconcile the {rate:g} request/s records with the router journal",
+            trial(
+                "reconcile", "--requests", str(out / "requests.jsonl"), "--journal", str(journal)
+            ),
+        )
+        if summary["exit_code"] != 0:
+            if not summary["client_schedule_valid"]:
+                raise StepFailed(f"client scheduling missed at {rate:g} request/s")
+            say("   the rate missed its target: the runbook ends the sweep here")
+            break
+    return verdicts
+
+
+def _verdict(summary: dict[str, Any]) -> str:
+    word = "PASS" if summary["exit_code"] == 0 else "MISS"
+    schedule = "schedule valid" if summary["client_schedule_valid"] else "schedule INVALID"
+    return (
+        f"{word}: {summary['good']}/{summary['requests']} good (need {summary['required_good']}), "
+        f"{schedule}, TTFT p99 {_ms(summary['ttft_s']['p99'])}, "
+        f"TPOT p99 {_ms(summary['tpot_s']['p99'])}"
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 1000:.1f} ms"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Options: the request count (FULL=1 gives the runbook's 200) and a time scale."""
+    full = os.environ.get("FULL", "") not in ("", "0")
+    parser = argparse.ArgumentParser(prog="tools/demo.py", description=DESCRIPTION)
+    parser.add_argument(
+        "--requests", type=int, default=200 if full else 20,
+        help="requests per rate (default 20; FULL=1 in the environment: 200)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--time-scale", type=float, default=1.0,
+        help="run the simulated fleet X times faster (rates x X, latency bounds / X)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--runs", type=Path, default=REPO / "runs",
+        help="folder that receives the demo-XXXXXXXX run folder (default: runs/)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.requests < 1 or not args.time_scale > 0:
+        parser.error("--requests and --time-scale must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo; returns the exit status."""
+    args = parse_args(argv)
+    runs: Path = args.runs
+    runs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="demo-", dir=runs))  # 0700
+    say(f"narwhal demo in {_short(str(folder))} ({args.requests} requests per rate)")
+    port = ROUTER_PORT if port_is_free(ROUTER_PORT) else free_port()
+    if port != ROUTER_PORT:
+        say(f"   127.0.0.1:{ROUTER_PORT} is busy: the router uses port {port} instead")
+    fleet, sim_config, engines = write_fleet(folder)
+    verdicts: dict[float, str] = {}
+    try:
+        say(f"== start the simulated fleet ({len(engines)} engines) and its router")
+        with sim_fleet(folder, fleet, sim_config, port, args.time_scale) as base:
+            say(f"   router {base}, journal {_short(str(folder / 'router-journal.jsonl'))}")
+            step("profile the fleet", [*profile_command(), "--fleet", str(fleet), *PROFILE_SWEEP])
+            records = write_launch_records(folder / "launch", engines)
+            tdir = folder / "trial"
+            tdir.mkdir(mode=0o700)
+            step("prepare the workload", trial(
+                "prepare", "--base", base, "--input-tokens", str(INPUT_TOKENS),
+                "--output-tokens", str(OUTPUT_TOKENS), "--seed", str(SEED),
+                "--out", str(tdir / "workload"),
+            ))  # fmt: skip
+            launch = [a for r in records for a in ("--launch-record", str(r))]
+            store = folder / "profiles" / "fleet-profiles.json"
+            step("check before the trial", trial(
+                "check", "--workload", str(tdir / "workload" / "workload.json"),
+                "--fleet", str(fleet), "--profiles", str(store), *launch,
+            ))  # fmt: skip
+            verdicts = run_rates(base, tdir, args.requests, args.time_scale)
+    except StepFailed as exc:
+        say(f"demo FAILED: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        say("demo interrupted; everything it started is stopped")
+        return 130
+    say("== verdict per rate")
+    for rate in RATES:
+        say(f"   {rate:g} request/s: {verdicts.get(rate, 'not run (the sweep ended)')}")
+    say(f"all records: {_short(str(folder))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
