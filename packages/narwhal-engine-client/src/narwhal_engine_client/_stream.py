@@ -205,6 +205,7 @@ async def run_stream(
     consumer = _Consumer(record, keep_token_ids)
     feed = consumer.feed
     response: httpx.Response | None = None
+
     async def trace(name: str, info: object) -> None:
         # The send time is when the request head starts onto the wire, not when httpx started
         # preparing it: pool bookkeeping costs 0.5-3 ms, which would inflate every TTFT.
