@@ -1,0 +1,58 @@
+"""Fidelity: a sweep of the default simulator preset recovers the simulator's own latency model.
+
+Real time (no time scale), because client overhead would otherwise grow with the scale. Prompt
+lengths start at 1,024 tokens: below that, the ~1 ms that loopback HTTP adds to every TTFT is a
+several-percent share of an 18 ms TTFT (the full default sweep, 256 tokens included, is measured by
+``packages/narwhal-profile-cli/bench/sweep_fidelity.py`` and its figures are in the README).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from narwhal_sim import get_preset, idle_ttft_s, tpot_s
+from narwhal_sim.testing import start_sim_fleet
+
+from .conftest import run_profile_command
+
+pytestmark = pytest.mark.slow
+
+
+def test_default_preset_sweep_recovers_the_simulator_model(tmp_path: Path) -> None:
+    """Prefill fit within 5% of idle TTFT at every length; decode fit within 10% of TPOT."""
+    with start_sim_fleet(tmp_path, [{"iid": "e0", "role": "mixed"}]) as fleet:
+        done = run_profile_command(
+            "--fleet",
+            fleet.fleet_path,
+            "--prefill-lens",
+            "1024,4096,8192,16384",
+            "--decode-input-lens",
+            "512,4096",
+            "--decode-concurrency",
+            "1,16",
+            "--decode-tokens",
+            "64",
+        )
+    assert done.returncode == 0, done.stderr
+    store = orjson.loads((tmp_path / "profiles" / "fleet-profiles.json").read_bytes())
+    (profile,) = store["profiles"]
+    preset = get_preset()
+
+    coef = profile["prefill_fit"]["coefficients"]
+    lengths = [int(r["x"][0]) for r in profile["prefill_fit"]["residuals"]]
+    assert lengths == [1024, 4096, 8192, 16384]
+    for length in lengths:
+        fit = coef["a"] + coef["b"] * length + coef["c"] * length**2
+        model = idle_ttft_s(preset, length)
+        assert abs(fit - model) / model <= 0.05, (length, fit, model)
+
+    dcoef = profile["decode_fit"]["coefficients"]
+    points = [(int(r["x"][0]), float(r["x"][1])) for r in profile["decode_fit"]["residuals"]]
+    assert {n for n, _ in points} == {1, 16}
+    for n, ctx in points:
+        fit = dcoef["d0"] + dcoef["d1"] * n + dcoef["d2"] * n * ctx
+        model = tpot_s(preset, n, ctx)
+        assert abs(fit - model) / model <= 0.10, (n, ctx, fit, model)
