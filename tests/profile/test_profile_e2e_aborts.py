@@ -278,6 +278,10 @@ def test_queued_cohorts_are_invalid_and_left_out(
     assert all("raise --decode-tokens" in c["reason"] for c in invalid)
     fit = kit.load(store_path)["profiles"][0]["decode_fit"]
     assert fit["domain"]["concurrency"] == [1, 2]
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1, done.stderr
+    assert warnings[0].startswith("narwhal-profile: warning: e0: 2 decode point(s) left out")
+    assert "input 512 x 6" in warnings[0] and "input 2048 x 6" in warnings[0]
 
 
 def test_too_few_usable_cohorts_abort(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:

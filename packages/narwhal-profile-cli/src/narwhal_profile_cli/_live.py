@@ -94,8 +94,12 @@ async def run_live(
     progress: Progress,
     state: LiveState,
     clock_ns: Callable[[], int] = time.perf_counter_ns,
+    warn: Callable[[str], None] = lambda message: None,
 ) -> None:
-    """Measure the selected engines of ``fleet`` into its ``profiles.path``."""
+    """Measure the selected engines of ``fleet`` into its ``profiles.path``.
+
+    ``warn`` receives one line per engine whose decode points were left out of its fit.
+    """
     selected = select_engines(fleet, only)
     store_path = fleet.profiles_path
     try:
@@ -134,6 +138,14 @@ async def run_live(
             measurement = await _measure(
                 plan, sweep, ids, progress, clock_ns, colocations.get(plan.entry.iid)
             )
+            left_out = [c for c in measurement.cohorts if c.point is None]
+            if left_out:
+                warn(
+                    f"{plan.entry.iid}: {len(left_out)} decode point(s) left out of the fit: "
+                    + "; ".join(
+                        f"input {c.input_len} x {c.concurrency}: {c.reason}" for c in left_out
+                    )
+                )
             state.measured.append(assemble(fleet, measurement))
             store, sidecar = documents(fleet, state.measured)
             try:

@@ -102,6 +102,12 @@ class Progress:
         self._stream.write("\r" + line + " " * pad)
         self._stream.flush()
 
+    def warn(self, line: str) -> None:
+        """Write ``line`` on its own line, terminal or not, without garbling the status line."""
+        self.close()
+        self._stream.write(line + "\n")
+        self._stream.flush()
+
     def close(self) -> None:
         """End the status line."""
         if self.enabled and self._width:

@@ -127,6 +127,7 @@ def _live(
                 overwrite=options.overwrite,
                 progress=progress,
                 state=state,
+                warn=lambda message: progress.warn(f"narwhal-profile: warning: {message}"),
             )
         )
     except KeyboardInterrupt:
