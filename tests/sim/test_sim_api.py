@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import orjson
 import pytest
@@ -9,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from narwhal_engine_client import EngineClient, EngineHTTPError, completion_body
 from narwhal_sim import encode
-from narwhal_sim.testing import SimFleet
+from narwhal_sim.testing import SimFleet, sim_config, start_sim_fleet
 
 PROMPT = list(range(1000, 1300))
 
@@ -213,3 +215,18 @@ async def test_models_version_metrics(api_fleet: SimFleet) -> None:
         "vllm:kv_cache_usage_perc",
         "vllm:num_requests_waiting",
     } <= names
+
+
+async def test_engines_before_0_10_2_ignore_return_token_ids(tmp_path: Path) -> None:
+    """A 0.10.1 engine has no return_token_ids field: the ids never come back, logprobs still do."""
+    cfg = sim_config({"preset": "tiny"}, old={"version": "0.10.1"})
+    engines = [{"iid": "old", "role": "mixed", "model": "m"}]
+    with start_sim_fleet(tmp_path, engines, sim_config=cfg) as fleet:
+        body = {"model": "m", "prompt": PROMPT, "max_tokens": 5, "ignore_eos": True}
+        plain = (await _post(fleet.urls["old"], {**body, "return_token_ids": True})).json()
+        probes = {**body, "logprobs": 1, "return_tokens_as_token_ids": True}
+        traced = (await _post(fleet.urls["old"], probes)).json()
+    assert plain["choices"][0]["token_ids"] is None
+    assert plain["choices"][0]["prompt_token_ids"] is None
+    tokens = traced["choices"][0]["logprobs"]["tokens"]
+    assert len(tokens) == 5 and all(t.startswith("token_id:") for t in tokens)

@@ -17,7 +17,7 @@ import pytest
 from narwhal_sim.testing import SimFleet
 from narwhal_trial import Workload, load_workload
 
-from .conftest import LAUNCHER, Cli
+from .conftest import LAUNCHER, NO_JITTER, Cli, tiny_fleet
 
 pytestmark = pytest.mark.slow
 
@@ -137,3 +137,19 @@ def test_base_defaults_to_the_environment(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (out / "workload.json").is_file()
+
+
+def test_prepare_falls_back_on_a_simulated_engine_older_than_0_10_2(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """Through the sim router to a 0.10.1 engine (no return_token_ids): the logprobs fallback."""
+    cfg = {**NO_JITTER, "engines": {"e0": {"version": "0.10.1"}}}
+    with tiny_fleet(tmp_path / "fleet", sim_config=cfg) as fleet:
+        out = tmp_path / "workload"
+        proc = cli("prepare", "--base", str(fleet.router_url), "--input-tokens", "1024",
+                   "--output-tokens", "16", "--seed", "7", "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    workload = load_workload(out / "workload.json").workload
+    assert workload.seed_prompt.token_ids_source == "logprobs"
+    assert len(workload.pool) == 32
+    assert all(isinstance(t, int) and t >= 0 for t in workload.pool)

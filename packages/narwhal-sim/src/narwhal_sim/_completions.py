@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -97,6 +98,12 @@ def _int(body: Mapping[str, Any], key: str, default: int | None) -> int | None:
             f"body.{key}",
         )
     return value
+
+
+def _has_token_ids(version: str) -> bool:
+    """Whether a vLLM of ``version`` knows the ``return_token_ids`` request field (0.10.2+)."""
+    parts = [int(p) for p in re.findall(r"\d+", version)[:3]]
+    return tuple(parts + [0] * (3 - len(parts))) >= (0, 10, 2)
 
 
 def check_model(settings: EngineSettings, model: Any) -> None:
@@ -240,6 +247,8 @@ def parse_completion(
             else f"{uuid.uuid4().int & (2**64 - 1):016x}"
         )
     )
+    # The field arrived in vLLM 0.10.2; older servers ignore it as an unknown key.
+    token_ids = _bool(body, "return_token_ids", False) and _has_token_ids(settings.version)
     return CompletionParams(
         request_id=f"cmpl-{base}",
         prompt_ids=prompt_ids,
@@ -250,7 +259,7 @@ def parse_completion(
         stream=stream,
         include_usage=include_usage,
         continuous_usage=continuous,
-        return_token_ids=_bool(body, "return_token_ids", False),
+        return_token_ids=token_ids,
         logprobs=logprobs,
         tokens_as_ids=_bool(body, "return_tokens_as_token_ids", False),
         stream_interval=interval,
