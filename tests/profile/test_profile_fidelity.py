@@ -1,9 +1,11 @@
 """Fidelity: a sweep of the default simulator preset recovers the simulator's own latency model.
 
 Real time (no time scale), because client overhead would otherwise grow with the scale. Prompt
-lengths start at 1,024 tokens: below that, the ~1 ms that loopback HTTP adds to every TTFT is a
-several-percent share of an 18 ms TTFT (the full default sweep, 256 tokens included, is measured by
-``packages/narwhal-profile-cli/bench/sweep_fidelity.py`` and its figures are in the README).
+lengths start at 4,096 tokens, where the ~1 ms that loopback HTTP adds to every TTFT (more on a
+busy machine: the 1,024 point once read +8.7% while other suites ran) is about 1% of a 100 ms TTFT,
+so the 5% criterion is tested with a margin no CI machine's noise eats. The full default sweep,
+256 tokens included, is measured by ``packages/narwhal-profile-cli/bench/sweep_fidelity.py``; its
+figures are in the README.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def test_default_preset_sweep_recovers_the_simulator_model(tmp_path: Path) -> No
             "--fleet",
             fleet.fleet_path,
             "--prefill-lens",
-            "1024,4096,8192,16384",
+            "4096,8192,12288,16384",
             "--decode-input-lens",
             "512,4096",
             "--decode-concurrency",
@@ -43,7 +45,7 @@ def test_default_preset_sweep_recovers_the_simulator_model(tmp_path: Path) -> No
 
     coef = profile["prefill_fit"]["coefficients"]
     lengths = [int(r["x"][0]) for r in profile["prefill_fit"]["residuals"]]
-    assert lengths == [1024, 4096, 8192, 16384]
+    assert lengths == [4096, 8192, 12288, 16384]
     for length in lengths:
         fit = coef["a"] + coef["b"] * length + coef["c"] * length**2
         model = idle_ttft_s(preset, length)
