@@ -13,17 +13,24 @@ from typing import Any, ClassVar, Final
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._document import check_keys, get_int, get_list, get_mapping, get_number, read_header
+from ._document import (
+    check_keys,
+    get_int,
+    get_list,
+    get_mapping,
+    get_number,
+    read_header,
+    write_document,
+)
 from ._errors import FitError, InsufficientDataError
 from ._inputs import positive_int, positive_time
 from ._residuals import (
     PointResidual,
-    build_residuals,
     check_predictions,
     check_summary,
+    solve_relative,
     summarize,
 )
-from ._weighted import METHOD, WEIGHTS, nnls_relative
 
 __all__ = ["DECODE_FORM", "DecodeFit", "DecodePoint", "fit_decode"]
 
@@ -33,19 +40,6 @@ DECODE_FORM: Final = "tpot-batch-context-v1"
 FIT_VERSION: Final = 1
 _COEFFICIENTS: Final = ("d0", "d1", "d2")
 _X_NAMES: Final = ["concurrency", "ctx"]
-_KEYS: Final = (
-    "form",
-    "fit_version",
-    "weights",
-    "method",
-    "x_names",
-    "coefficients",
-    "domain",
-    "residuals",
-    "mean_rel_error",
-    "worst_rel_error",
-    "worst_point",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,19 +96,14 @@ class DecodeFit:
         }
         if "input_lens" in self.domain:
             domain["input_lens"] = list(self.domain["input_lens"])
-        return {
-            "form": DECODE_FORM,
-            "fit_version": FIT_VERSION,
-            "weights": WEIGHTS,
-            "method": METHOD,
-            "x_names": list(_X_NAMES),
-            "coefficients": {k: self.coefficients[k] for k in _COEFFICIENTS},
-            "domain": domain,
-            "residuals": [r.to_dict() for r in self.residuals],
-            "mean_rel_error": self.mean_rel_error,
-            "worst_rel_error": self.worst_rel_error,
-            "worst_point": list(self.worst_point),
-        }
+        return write_document(
+            self,
+            form=DECODE_FORM,
+            fit_version=FIT_VERSION,
+            x_names=_X_NAMES,
+            coefficients=_COEFFICIENTS,
+            domain=domain,
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DecodeFit:
@@ -125,10 +114,7 @@ class DecodeFit:
             where,
             form=DECODE_FORM,
             fit_version=FIT_VERSION,
-            weights=WEIGHTS,
-            method=METHOD,
             x_names=_X_NAMES,
-            keys=_KEYS,
             coefficients=_COEFFICIENTS,
         )
         residuals = tuple(
@@ -228,14 +214,13 @@ def fit_decode(points: Sequence[DecodePoint]) -> DecodeFit:
     x = np.array(ctxs, dtype=np.float64)
     y = np.array(ys, dtype=np.float64)
     design = np.column_stack([np.ones_like(n), n, n * x])
-    beta = nnls_relative(design, y)
-    coefficients = {k: float(v) for k, v in zip(_COEFFICIENTS, beta.tolist(), strict=True)}
-    residuals = build_residuals(list(zip(ns, ctxs, strict=True)), y, design @ beta)
+    xs = list(zip(ns, ctxs, strict=True))
+    coefficients, residuals = solve_relative(design, y, _COEFFICIENTS, xs)
     mean, worst, worst_point = summarize(residuals)
     all_lens = lens if len(lens) == len(ns) else None
     return DecodeFit(
         coefficients=coefficients,
-        domain=_domain(list(zip(ns, ctxs, strict=True)), all_lens),
+        domain=_domain(xs, all_lens),
         residuals=residuals,
         mean_rel_error=mean,
         worst_rel_error=worst,

@@ -1,24 +1,86 @@
-"""Checks used when reading fit documents (plain JSON dicts) back into fit objects.
+"""The fit document both forms share: writing it, and the checks used when reading it back.
 
-Every failure raises :class:`FitError` naming the document and the key path of the bad value.
+Every read failure raises :class:`FitError` naming the document and the key path of the bad value.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ._errors import FitError
+from ._weighted import METHOD, WEIGHTS
+
+if TYPE_CHECKING:
+    from ._residuals import PointResidual
 
 __all__ = [
+    "FIT_KEYS",
+    "FittedForm",
     "check_keys",
     "get_int",
     "get_list",
     "get_mapping",
     "get_number",
     "read_header",
+    "write_document",
 ]
+
+FIT_KEYS: Final = (
+    "form",
+    "fit_version",
+    "weights",
+    "method",
+    "x_names",
+    "coefficients",
+    "domain",
+    "residuals",
+    "mean_rel_error",
+    "worst_rel_error",
+    "worst_point",
+)
+"""The keys of every fit document, in the order :func:`write_document` writes them."""
+
+
+class FittedForm(Protocol):
+    """What :func:`write_document` reads from a fit (``PrefillFit``, ``DecodeFit``)."""
+
+    @property
+    def coefficients(self) -> dict[str, float]: ...
+    @property
+    def residuals(self) -> tuple[PointResidual, ...]: ...
+    @property
+    def mean_rel_error(self) -> float: ...
+    @property
+    def worst_rel_error(self) -> float: ...
+    @property
+    def worst_point(self) -> tuple[float, ...]: ...
+
+
+def write_document(
+    fit: FittedForm,
+    *,
+    form: str,
+    fit_version: int,
+    x_names: Sequence[str],
+    coefficients: Sequence[str],
+    domain: dict[str, Any],
+) -> dict[str, Any]:
+    """The plain JSON-able dict of ``fit`` (keys :data:`FIT_KEYS`; ``domain`` already plain)."""
+    return {
+        "form": form,
+        "fit_version": fit_version,
+        "weights": WEIGHTS,
+        "method": METHOD,
+        "x_names": list(x_names),
+        "coefficients": {k: fit.coefficients[k] for k in coefficients},
+        "domain": domain,
+        "residuals": [r.to_dict() for r in fit.residuals],
+        "mean_rel_error": fit.mean_rel_error,
+        "worst_rel_error": fit.worst_rel_error,
+        "worst_point": list(fit.worst_point),
+    }
 
 
 def check_keys(
@@ -77,21 +139,19 @@ def read_header(
     *,
     form: str,
     fit_version: int,
-    weights: str,
-    method: str,
     x_names: Sequence[str],
-    keys: Sequence[str],
     coefficients: Sequence[str],
 ) -> dict[str, float]:
-    """Check a fit document's keys and header fields; return its coefficients (finite, >= 0)."""
+    """Check a fit document's keys (:data:`FIT_KEYS`) and header fields; return its coefficients
+    (finite, >= 0)."""
     if not isinstance(d, Mapping):
         raise FitError(f"{where}: expected an object, got {type(d).__name__}")
-    check_keys(d, where, required=keys)
+    check_keys(d, where, required=FIT_KEYS)
     if d["form"] != form:
         raise FitError(f"{where}.form: expected {form!r}, got {d['form']!r}")
     if get_int(d["fit_version"], f"{where}.fit_version") != fit_version:
         raise FitError(f"{where}.fit_version: unsupported version {d['fit_version']!r}")
-    for key, want in (("weights", weights), ("method", method), ("x_names", list(x_names))):
+    for key, want in (("weights", WEIGHTS), ("method", METHOD), ("x_names", list(x_names))):
         if d[key] != want:
             raise FitError(f"{where}.{key}: expected {want!r}, got {d[key]!r}")
     raw = get_mapping(d, "coefficients", where)

@@ -9,17 +9,16 @@ from typing import Any, ClassVar, Final
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._document import check_keys, get_int, get_list, get_mapping, read_header
+from ._document import check_keys, get_int, get_list, get_mapping, read_header, write_document
 from ._errors import FitError, InsufficientDataError
 from ._inputs import positive_int, positive_time, positive_times
 from ._residuals import (
     PointResidual,
-    build_residuals,
     check_predictions,
     check_summary,
+    solve_relative,
     summarize,
 )
-from ._weighted import METHOD, WEIGHTS, nnls_relative
 
 __all__ = ["PREFILL_FORM", "PrefillFit", "fit_prefill", "median_by_length"]
 
@@ -29,19 +28,6 @@ PREFILL_FORM: Final = "ttft-quadratic-v1"
 FIT_VERSION: Final = 1
 _COEFFICIENTS: Final = ("a", "b", "c")
 _MIN_LENGTHS: Final = 3
-_KEYS: Final = (
-    "form",
-    "fit_version",
-    "weights",
-    "method",
-    "x_names",
-    "coefficients",
-    "domain",
-    "residuals",
-    "mean_rel_error",
-    "worst_rel_error",
-    "worst_point",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,23 +63,18 @@ class PrefillFit:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (str, int, float, list, dict only); :meth:`from_dict` reads it."""
-        return {
-            "form": PREFILL_FORM,
-            "fit_version": FIT_VERSION,
-            "weights": WEIGHTS,
-            "method": METHOD,
-            "x_names": ["length"],
-            "coefficients": {k: self.coefficients[k] for k in _COEFFICIENTS},
-            "domain": {
+        return write_document(
+            self,
+            form=PREFILL_FORM,
+            fit_version=FIT_VERSION,
+            x_names=["length"],
+            coefficients=_COEFFICIENTS,
+            domain={
                 "min_len": self.domain["min_len"],
                 "max_len": self.domain["max_len"],
                 "lengths": list(self.domain["lengths"]),
             },
-            "residuals": [r.to_dict() for r in self.residuals],
-            "mean_rel_error": self.mean_rel_error,
-            "worst_rel_error": self.worst_rel_error,
-            "worst_point": list(self.worst_point),
-        }
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PrefillFit:
@@ -104,10 +85,7 @@ class PrefillFit:
             where,
             form=PREFILL_FORM,
             fit_version=FIT_VERSION,
-            weights=WEIGHTS,
-            method=METHOD,
             x_names=["length"],
-            keys=_KEYS,
             coefficients=_COEFFICIENTS,
         )
         raw_domain = get_mapping(d, "domain", where)
@@ -202,11 +180,8 @@ def fit_prefill(lengths: Sequence[int], ttft_s: Sequence[float]) -> PrefillFit:
     x = np.array([checked[i] for i in order], dtype=np.float64)
     y = np.array([times[i] for i in order], dtype=np.float64)
     design = np.column_stack([np.ones_like(x), x, x * x])
-    beta = nnls_relative(design, y)
-    coefficients = {k: float(v) for k, v in zip(_COEFFICIENTS, beta.tolist(), strict=True)}
-    predicted = design @ beta
     points = [(checked[i],) for i in order]
-    residuals = build_residuals(points, y, predicted)
+    coefficients, residuals = solve_relative(design, y, _COEFFICIENTS, points)
     mean, worst, worst_point = summarize(residuals)
     return PrefillFit(
         coefficients=coefficients,

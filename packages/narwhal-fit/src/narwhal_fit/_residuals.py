@@ -12,12 +12,14 @@ from numpy.typing import NDArray
 
 from ._document import check_keys, get_list, get_number
 from ._errors import FitError
+from ._weighted import nnls_relative
 
 __all__ = [
     "PointResidual",
     "build_residuals",
     "check_predictions",
     "check_summary",
+    "solve_relative",
     "summarize",
 ]
 
@@ -88,6 +90,19 @@ def build_residuals(
         o, p = float(obs), float(pred)
         out.append(PointResidual(x=x, observed=o, predicted=p, rel_error=abs(p - o) / o))
     return tuple(out)
+
+
+def solve_relative(
+    design: NDArray[np.float64],
+    y: NDArray[np.float64],
+    names: Sequence[str],
+    points: Sequence[tuple[float, ...]],
+) -> tuple[dict[str, float], tuple[PointResidual, ...]]:
+    """Fit ``design`` to ``y`` with :func:`nnls_relative`; return the coefficients keyed by
+    ``names`` (one per design column) and one residual per row at the coordinates ``points``."""
+    beta = nnls_relative(design, y)
+    coefficients = {k: float(v) for k, v in zip(names, beta.tolist(), strict=True)}
+    return coefficients, build_residuals(points, y, design @ beta)
 
 
 def summarize(residuals: Sequence[PointResidual]) -> tuple[float, float, tuple[float, ...]]:

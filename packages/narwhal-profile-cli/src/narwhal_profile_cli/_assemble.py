@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
@@ -32,9 +31,9 @@ from narwhal_store import (
     Profile,
     ProfileSamples,
     ProfileStore,
-    SamplesRef,
     SamplesSidecar,
     SweepSettings,
+    new_documents,
     profile_key,
     sidecar_path,
 )
@@ -157,25 +156,11 @@ def documents(
     fleet: LoadedFleet, measured: Sequence[Measured]
 ) -> tuple[ProfileStore, SamplesSidecar]:
     """The live store and sidecar holding ``measured`` (digests filled in by ``write_store``)."""
-    created = datetime.now(UTC).isoformat(timespec="seconds")
-    gen = generator()
-    store = ProfileStore(
-        format="narwhal.profiles",
-        format_version=1,
-        generator=gen,
-        created_at=created,
+    return new_documents(
         mode="live",
         fleet_sha256=fleet.sha256,
-        samples=SamplesRef(path=sidecar_path(fleet.profiles_path).name, sha256=PENDING_SHA256),
+        generator=generator(),
         profiles=[m.profile for m in measured],
+        samples=[m.samples for m in measured],
+        samples_name=sidecar_path(fleet.profiles_path).name,
     )
-    sidecar = SamplesSidecar(
-        format="narwhal.samples",
-        format_version=1,
-        generator=gen,
-        created_at=created,
-        mode="live",
-        fleet_sha256=fleet.sha256,
-        profiles=[m.samples for m in measured],
-    )
-    return store, sidecar

@@ -14,8 +14,13 @@ from pathlib import Path
 
 from narwhal_profile_cli._assemble import generator
 from narwhal_profile_cli._errors import ProfileUsageError
-from narwhal_profile_cli._refit_inputs import check_fresh_out, check_membership, verified_input
-from narwhal_store import LoadedFleet, StoreError, WrittenStore, merge_stores, write_store
+from narwhal_profile_cli._refit_inputs import (
+    check_fresh_out,
+    check_membership,
+    verified_input,
+    write_fresh_out,
+)
+from narwhal_store import LoadedFleet, StoreError, WrittenStore, merge_stores
 
 _CODE = "merge_input"
 
@@ -41,7 +46,4 @@ def merge_into(fleet: LoadedFleet, inputs: Sequence[Path], out: Path) -> Written
         store, sidecar = merge_stores([Path(p) for p in inputs], fleet, generator=generator())
     except StoreError as exc:  # MergeError, or an input that changed since it was checked
         raise ProfileUsageError(f"--merge: {exc}", code=_CODE) from exc
-    try:
-        return write_store(out, store, sidecar, mode="fresh")
-    except StoreError as exc:
-        raise ProfileUsageError(f"--out {out}: {exc}", code="destination") from exc
+    return write_fresh_out(out, store, sidecar)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from narwhal_fit import FitError, PrefillFit, fit_prefill, gate_prefill, median_by_length
+from narwhal_fit import PrefillFit
 from narwhal_profile_cli._errors import ProfileAbortError
+from narwhal_profile_cli._prefill_gate import gated_prefill_fit
 from narwhal_profile_cli._preflight import EngineProbe
 from narwhal_profile_cli._progress import Progress, prefill_weight
 from narwhal_profile_cli._prompts import PromptFactory
@@ -67,25 +68,7 @@ async def run_prefill(
 
 
 def fit_and_gate(iid: str, samples: list[PrefillTimings]) -> PrefillFit:
-    """Fit the per-length medians and apply the reference's gates."""
-    try:
-        medians = median_by_length({s.length: s.ttft_s for s in samples})
-        fit = fit_prefill(list(medians), list(medians.values()))
-    except FitError as exc:
-        raise ProfileAbortError(
-            f"engine {iid}: the prefill fit failed: {exc}", engine=iid, code="prefill_fit"
-        ) from exc
-    verdict = gate_prefill(fit)
-    if verdict.passed:
-        return fit
-    worst_at = ", ".join(f"{v:g}" for v in verdict.worst_point)
-    figures = f"mean {verdict.mean:.1%}, worst {verdict.worst:.1%} at {worst_at} tokens"
-    exceeded = []
-    if verdict.mean > verdict.mean_limit:
-        exceeded.append("the representative prefill fit exceeds 20% mean error")
-    if verdict.worst > verdict.worst_limit:
-        exceeded.append("the representative prefill fit exceeds 50% worst-point error")
-    code = "prefill_mean_error" if verdict.mean > verdict.mean_limit else "prefill_worst_error"
-    raise ProfileAbortError(
-        f"engine {iid}: {'; '.join(exceeded)} ({figures})", engine=iid, code=code
+    """Fit the per-length medians and apply the reference's gates (aborts name ``engine iid``)."""
+    return gated_prefill_fit(
+        {s.length: s.ttft_s for s in samples}, subject=f"engine {iid}", iid=iid
     )

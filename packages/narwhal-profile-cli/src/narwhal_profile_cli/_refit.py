@@ -11,19 +11,19 @@ record the source sidecar and store with their SHA-256 in ``sources``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 import narwhal_fit
-from narwhal_fit import FitError, InsufficientDataError, PrefillFit, gate_prefill, median_by_length
+from narwhal_fit import PrefillFit
 from narwhal_profile_cli._assemble import generator
-from narwhal_profile_cli._errors import ProfileAbortError, ProfileUsageError
+from narwhal_profile_cli._errors import ProfileUsageError
+from narwhal_profile_cli._prefill_gate import FitPrefill, gated_prefill_fit
 from narwhal_profile_cli._refit_inputs import (
     check_fresh_out,
     check_membership,
     store_beside,
     verified_input,
+    write_fresh_out,
 )
 from narwhal_store import (
     PENDING_SHA256,
@@ -31,16 +31,11 @@ from narwhal_store import (
     PrefillFitDoc,
     Profile,
     ProfileSamples,
-    ProfileStore,
-    SamplesRef,
-    SamplesSidecar,
     Source,
-    StoreError,
     WrittenStore,
-    write_store,
+    new_documents,
 )
 
-FitPrefill = Callable[[Sequence[int], Sequence[float]], PrefillFit]
 _CODE = "refit_input"
 
 
@@ -87,26 +82,12 @@ def refit_from_samples(
             )
         )
         entries.append(entry)
-    created = datetime.now(UTC).isoformat(timespec="seconds")
-    gen = generator()
-    store = ProfileStore(
-        format="narwhal.profiles",
-        format_version=1,
-        generator=gen,
-        created_at=created,
+    store, sidecar = new_documents(
         mode="refit",
         fleet_sha256=fleet.sha256,
-        samples=SamplesRef(path="pending.samples.json", sha256=PENDING_SHA256),
+        generator=generator(),
         profiles=profiles,
-    )
-    sidecar = SamplesSidecar(
-        format="narwhal.samples",
-        format_version=1,
-        generator=gen,
-        created_at=created,
-        mode="refit",
-        fleet_sha256=fleet.sha256,
-        profiles=entries,
+        samples=entries,
         sources=[
             Source(
                 path=str(loaded.sidecar_path.absolute()),
@@ -116,41 +97,18 @@ def refit_from_samples(
             Source(path=str(loaded.path.absolute()), sha256=loaded.sha256, kind="store"),
         ],
     )
-    try:
-        return write_store(out, store, sidecar, mode="fresh")
-    except StoreError as exc:
-        raise ProfileUsageError(f"--out {out}: {exc}", code="destination") from exc
+    return write_fresh_out(out, store, sidecar)
 
 
 def _refit_prefill(profile: Profile, entry: ProfileSamples, fit: FitPrefill) -> PrefillFit:
     """Fit the medians of every retained raw TTFT and apply the reference's gates."""
-    label = profile.key.label()
-    iid = profile.key.engine
     raw: dict[int, list[float]] = {}
     for sample in entry.prefill_samples:
         raw.setdefault(sample.length, []).extend(sample.ttft_s)
-    try:
-        medians = median_by_length(raw)
-        refitted = fit(list(medians), list(medians.values()))
-    except InsufficientDataError as exc:
-        raise ProfileUsageError(
-            f"profile {label}: the retained prefill samples cannot be refitted: {exc}",
-            engine=iid,
-            code=_CODE,
-        ) from exc
-    except FitError as exc:
-        raise ProfileAbortError(
-            f"profile {label}: the prefill refit failed: {exc}", engine=iid, code="prefill_fit"
-        ) from exc
-    verdict = gate_prefill(refitted)
-    if verdict.passed:
-        return refitted
-    worst_at = ", ".join(f"{v:g}" for v in verdict.worst_point)
-    figures = f"mean {verdict.mean:.1%}, worst {verdict.worst:.1%} at {worst_at} tokens"
-    if verdict.mean > verdict.mean_limit:
-        message = f"the representative prefill fit exceeds 20% mean error ({figures})"
-        code = "prefill_mean_error"
-    else:
-        message = f"the representative prefill fit exceeds 50% worst-point error ({figures})"
-        code = "prefill_worst_error"
-    raise ProfileAbortError(f"profile {label}: {message}", engine=iid, code=code)
+    return gated_prefill_fit(
+        raw,
+        subject=f"profile {profile.key.label()}",
+        iid=profile.key.engine,
+        fit=fit,
+        refit_code=_CODE,
+    )

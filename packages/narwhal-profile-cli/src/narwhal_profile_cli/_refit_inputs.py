@@ -16,12 +16,16 @@ from narwhal_store import (
     DestinationError,
     LoadedFleet,
     LoadedStore,
+    ProfileStore,
+    SamplesSidecar,
     StoreError,
+    WrittenStore,
     check_destination,
     evidence_problem,
     read_store,
     samples_digest,
     sidecar_path,
+    write_store,
 )
 
 SAMPLES_SUFFIX = ".samples.json"
@@ -35,6 +39,14 @@ def check_fresh_out(out: Path) -> None:
         raise ProfileUsageError(
             f"--out {out}: {exc} (refits and merges require fresh outputs)", code="destination"
         ) from exc
+
+
+def write_fresh_out(out: Path, store: ProfileStore, sidecar: SamplesSidecar) -> WrittenStore:
+    """Write a refit's or merge's result as a fresh store + sidecar at ``--out``."""
+    try:
+        return write_store(out, store, sidecar, mode="fresh")
+    except StoreError as exc:
+        raise ProfileUsageError(f"--out {out}: {exc}", code="destination") from exc
 
 
 def store_beside(samples: Path) -> Path:

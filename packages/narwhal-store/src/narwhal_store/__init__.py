@@ -7,6 +7,7 @@ sidecar, verified reads, merges and JSON Schemas. Depends on pydantic and orjson
 """
 
 from narwhal_store._canonical import canonical_json, sha256_file, sha256_hex
+from narwhal_store._documents import new_documents
 from narwhal_store._errors import (
     DestinationError,
     FormatError,
@@ -106,6 +107,7 @@ __all__ = [
     "load_fleet",
     "load_limits",
     "merge_stores",
+    "new_documents",
     "profile_key",
     "read_sidecar",
     "read_store",

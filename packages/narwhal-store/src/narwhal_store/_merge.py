@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 from ._canonical import canonical_json, sha256_hex
+from ._documents import new_documents
 from ._errors import MergeError, StoreError
-from ._fields import PENDING_SHA256, Generator
+from ._fields import Generator
 from ._fleet import LoadedFleet
-from ._profiles import Profile, ProfileStore, SamplesRef
+from ._profiles import Profile, ProfileStore
 from ._read import LoadedStore, read_store
 from ._samples import ProfileSamples, SamplesSidecar, Source
 
@@ -40,10 +40,6 @@ def evidence_problem(profile: Profile, entry: ProfileSamples) -> str | None:
     if profile.binding.kind == "identity" and profile.binding.generation != before_sha:
         return f"identity generation {profile.binding.generation} does not match its evidence"
     return None
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _default_generator() -> Generator:
@@ -123,26 +119,12 @@ def merge_stores(
     for iid in fleet.config.iids():
         if iid not in covered:
             raise MergeError(f"engine {iid!r} of fleet {fleet.path} is not covered by any input")
-    gen = generator or _default_generator()
-    when = created_at or _now()
-    store = ProfileStore(
-        format="narwhal.profiles",
-        format_version=1,
-        generator=gen,
-        created_at=when,
+    return new_documents(
         mode="merge",
         fleet_sha256=fleet.sha256,
-        samples=SamplesRef(path="pending.samples.json", sha256=PENDING_SHA256),
+        generator=generator or _default_generator(),
         profiles=profiles,
-    )
-    sidecar = SamplesSidecar(
-        format="narwhal.samples",
-        format_version=1,
-        generator=gen,
-        created_at=when,
-        mode="merge",
-        fleet_sha256=fleet.sha256,
-        profiles=entries,
+        samples=entries,
         sources=sources,
+        created_at=created_at,
     )
-    return store, sidecar

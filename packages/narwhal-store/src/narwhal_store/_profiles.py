@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
@@ -33,6 +34,7 @@ __all__ = [
     "ProfileKey",
     "ProfileStore",
     "SamplesRef",
+    "check_unique_keys",
 ]
 
 PREFILL_FORM = "ttft-quadratic-v1"
@@ -69,6 +71,19 @@ class ProfileKey(StrictModel):
         split = "+".join(f"{role}={n}" for role, n in sorted(self.role_split.items()))
         group = "no group" if self.gpu_group is None else f"group {self.gpu_group}"
         return f"{self.engine} ({group}, {split}, target {self.target_role})"
+
+
+def check_unique_keys(keys: Sequence[ProfileKey]) -> None:
+    """Refuse a second ``profiles[i]`` with the key of an earlier one (store and sidecar alike)."""
+    first: dict[object, int] = {}
+    for index, key in enumerate(keys):
+        ident = key.ident()
+        if ident in first:
+            raise LocatedValueError(
+                f"profiles[{index}].key",
+                f"duplicate profile key {key.label()} (first at profiles[{first[ident]}])",
+            )
+        first[ident] = index
 
 
 class Binding(StrictModel):
@@ -204,16 +219,7 @@ class ProfileStore(StrictModel):
 
     @model_validator(mode="after")
     def _unique_keys(self) -> Self:
-        first: dict[object, int] = {}
-        for index, profile in enumerate(self.profiles):
-            ident = profile.key.ident()
-            if ident in first:
-                raise LocatedValueError(
-                    f"profiles[{index}].key",
-                    f"duplicate profile key {profile.key.label()} "
-                    f"(first at profiles[{first[ident]}])",
-                )
-            first[ident] = index
+        check_unique_keys([p.key for p in self.profiles])
         return self
 
     def find(self, engine: str) -> list[Profile]:

@@ -20,7 +20,7 @@ from ._fields import (
     StrictModel,
     Timestamp,
 )
-from ._profiles import DecodeFitDoc, ProfileKey
+from ._profiles import DecodeFitDoc, ProfileKey, check_unique_keys
 
 __all__ = [
     "AppliedLimits",
@@ -156,16 +156,7 @@ class SamplesSidecar(StrictModel):
 
     @model_validator(mode="after")
     def _unique_keys(self) -> Self:
-        first: dict[object, int] = {}
-        for index, entry in enumerate(self.profiles):
-            ident = entry.key.ident()
-            if ident in first:
-                raise LocatedValueError(
-                    f"profiles[{index}].key",
-                    f"duplicate profile key {entry.key.label()} "
-                    f"(first at profiles[{first[ident]}])",
-                )
-            first[ident] = index
+        check_unique_keys([e.key for e in self.profiles])
         return self
 
     def find(self, key: ProfileKey) -> ProfileSamples | None:
