@@ -171,3 +171,25 @@ def test_unreachable_base_is_a_blocking_error(
     assert manifest["base_url"] == f"http://127.0.0.1:{port}"
     assert records == [] and summary["exit_code"] == 1
     assert "cannot list served models" in summary["error"]
+
+
+def test_raw_transport_runs_the_same_trial(
+    cli: Cli, shared_fleet: SimFleet, tiny_workload: Path, tmp_path: Path
+) -> None:
+    """--transport raw: same records and verdict through the router, and the manifest says so."""
+    out = tmp_path / "rate-20-raw"
+    proc = cli(*run_args(str(shared_fleet.router_url), tiny_workload, out, requests=12,
+                         attainment=0.75, transport="raw"))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    manifest, records, summary = read_run(out)
+    assert manifest["limits"]["stream_transport"] == "raw"
+    assert sorted(r["sequence"] for r in records) == list(range(12))
+    for record in records:
+        RequestRecord.model_validate(record)
+        assert record["status"] == "completed"
+        assert record["completion_tokens"] == 32 and record["prompt_tokens"] == 1024
+    assert summary["pass"] and summary["client_schedule_valid"]
+    ids = journal_ids(shared_fleet)
+    assert sorted(i for i in ids if i.startswith(manifest["run_id"])) == sorted(
+        [r["request_id"] for r in records] + [manifest["warmup_request_id"]]
+    )

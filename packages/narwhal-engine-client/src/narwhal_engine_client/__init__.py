@@ -1,15 +1,16 @@
 """narwhal_engine_client: an async client for one vLLM engine.
 
 Streaming completions with monotonic per-chunk timing (``EngineClient.stream_completion`` →
-``StreamRecord``), ``/health``, ``/version``, ``/v1/models``, ``/tokenize``, ``/detokenize`` and
-parsed ``/metrics`` (``MetricsSnapshot``), plus the evidence documents of DESIGN §6
-(``gather_identity``, ``gather_attestation``, ``evidence_sha256``). Every error derives from
-``EngineClientError`` (see ``_errors`` for the tree).
+``StreamRecord``, over httpx or the opt-in raw HTTP/1.1 transport), ``/health``, ``/version``,
+``/v1/models``, ``/tokenize``, ``/detokenize`` and parsed ``/metrics`` (``MetricsSnapshot``),
+plus the evidence documents of DESIGN §6 (``gather_identity``, ``gather_attestation``,
+``evidence_sha256``). Every error derives from ``EngineClientError`` (see ``_errors`` for the
+tree).
 """
 
 from narwhal_engine_client._body import completion_body
 from narwhal_engine_client._canonical import canonical_json, sha256_hex
-from narwhal_engine_client._client import EngineClient
+from narwhal_engine_client._client import EngineClient, StreamTransport
 from narwhal_engine_client._errors import (
     ContractMismatchError,
     EngineClientError,
@@ -23,7 +24,7 @@ from narwhal_engine_client._errors import (
 from narwhal_engine_client._evidence import evidence_sha256, gather_attestation, gather_identity
 from narwhal_engine_client._metrics import MetricFamily, MetricSample, MetricsSnapshot
 from narwhal_engine_client._replies import ModelCard, TokenizeResult
-from narwhal_engine_client._stream import StreamRecord
+from narwhal_engine_client._sse import StreamRecord
 
 __all__ = [
     "ContractMismatchError",
@@ -40,6 +41,7 @@ __all__ = [
     "ModelCard",
     "StreamCutError",
     "StreamRecord",
+    "StreamTransport",
     "TokenizeResult",
     "canonical_json",
     "completion_body",

@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import httpx
 
@@ -19,6 +19,7 @@ from narwhal_engine_client._errors import (
     http_error,
 )
 from narwhal_engine_client._metrics import MetricsSnapshot
+from narwhal_engine_client._raw import RawStreamPool
 from narwhal_engine_client._replies import (
     ModelCard,
     TokenizeResult,
@@ -28,9 +29,13 @@ from narwhal_engine_client._replies import (
     parse_tokenize,
     parse_version,
 )
-from narwhal_engine_client._stream import StreamRecord, run_stream
+from narwhal_engine_client._sse import StreamRecord
+from narwhal_engine_client._stream import run_stream
 
 _JSON = {"Content-Type": "application/json"}
+
+StreamTransport = Literal["httpx", "raw"]
+STREAM_TRANSPORTS: tuple[StreamTransport, ...] = ("httpx", "raw")
 
 
 class EngineClient:
@@ -53,7 +58,10 @@ class EngineClient:
         transport: httpx.AsyncBaseTransport | None = None,
         clock_ns: Callable[[], int] = time.perf_counter_ns,
         connect_timeout_s: float = 10.0,
+        stream_transport: StreamTransport = "httpx",
     ) -> None:
+        if stream_transport not in STREAM_TRANSPORTS:
+            raise ValueError(f"stream_transport must be 'httpx' or 'raw', got {stream_transport!r}")
         if not (timeout_s > 0 and connect_timeout_s > 0):
             raise ValueError("timeouts must be positive")
         if max_connections < 1:
@@ -74,6 +82,16 @@ class EngineClient:
             follow_redirects=False,
             trust_env=False,
         )
+        self.stream_transport: StreamTransport = stream_transport
+        self._raw: RawStreamPool | None = None
+        if stream_transport == "raw":
+            self._raw = RawStreamPool(
+                self.base_url,
+                api_key=api_key,
+                max_connections=max_connections,
+                connect_timeout_s=min(connect_timeout_s, timeout_s),
+                clock_ns=clock_ns,
+            )
 
     @classmethod
     def from_env(cls, base_url: str, api_key_env: str | None, **kw: Any) -> EngineClient:
@@ -108,8 +126,12 @@ class EngineClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
+        """Close the connection pools."""
+        try:
+            if self._raw is not None:
+                await self._raw.aclose()
+        finally:
+            await self._http.aclose()
 
     async def _call(
         self, method: str, path: str, *, body: Any = None, headers: dict[str, str] | None = None
@@ -203,12 +225,18 @@ class EngineClient:
 
         ``body`` is best built with ``completion_body`` (bytes); a mapping is encoded here, before
         the clock starts. ``timeout_s`` is the whole-request deadline (default: the client's
-        ``timeout_s``). ``X-Request-Id: request_id`` is always sent.
+        ``timeout_s``). ``X-Request-Id: request_id`` is always sent. With
+        ``stream_transport="raw"`` the request goes over the raw HTTP/1.1 pool instead of httpx.
         """
         if isinstance(body, bytes):
             content = body
         else:
             content = json.dumps(dict(body), separators=(",", ":"), allow_nan=False).encode()
+        deadline_s = self.timeout_s if timeout_s is None else timeout_s
+        if self._raw is not None:
+            return await self._raw.stream(
+                content, request_id=request_id, deadline_s=deadline_s, keep_token_ids=keep_token_ids
+            )
         request = self._http.build_request(
             "POST",
             "/v1/completions",
@@ -220,7 +248,7 @@ class EngineClient:
             request,
             request_id=request_id,
             clock_ns=self._clock_ns,
-            deadline_s=self.timeout_s if timeout_s is None else timeout_s,
+            deadline_s=deadline_s,
             keep_token_ids=keep_token_ids,
             bytes_sent=len(content),
         )

@@ -53,6 +53,7 @@ def build_manifest(
             request_timeout_s=settings.request_timeout_s,
             drain_timeout_s=settings.drain_timeout_s,
             drain_gauges=list(settings.drain_gauges),
+            stream_transport=settings.stream_transport,
         ),
         arguments=settings.arguments(),
         model=workload.model,

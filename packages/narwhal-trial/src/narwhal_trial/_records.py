@@ -51,6 +51,11 @@ class Limits(_Doc):
     request_timeout_s: float
     drain_timeout_s: float
     drain_gauges: list[str]
+    stream_transport: Literal["httpx", "raw"] = Field(
+        default="httpx",
+        description="what carried the streaming requests: httpx, or the engine client's raw "
+        "HTTP/1.1 transport",
+    )
 
 
 class Manifest(_Doc):

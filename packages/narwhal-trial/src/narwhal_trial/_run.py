@@ -136,6 +136,7 @@ class _Trial:
                 timeout_s=self.s.request_timeout_s,
                 max_connections=self.s.max_in_flight + 16,
                 clock_ns=self.clock,
+                stream_transport=self.s.stream_transport,
             ) as client:
                 self.client = client
                 await self._guard(self._before(client))

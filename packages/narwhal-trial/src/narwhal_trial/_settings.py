@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from narwhal_engine_client import StreamTransport
 from narwhal_trial._drain import DEFAULT_GAUGES
 from narwhal_trial._errors import TrialUsageError
 
@@ -31,6 +32,7 @@ class RunSettings:
     drain_timeout_s: float = 600.0
     drain_poll_s: float = 0.25
     drain_gauges: tuple[str, ...] = DEFAULT_GAUGES
+    stream_transport: StreamTransport = "httpx"
     command: tuple[str, ...] = ()
     launcher: Path | None = None
 
@@ -61,6 +63,14 @@ class RunSettings:
                 f"--drain-timeout must be positive, got {self.drain_timeout_s}",
             ),
             (bool(self.drain_gauges), "at least one --drain-gauge is needed"),
+            (
+                self.stream_transport in ("httpx", "raw"),
+                f"--transport must be httpx or raw, got {self.stream_transport!r}",
+            ),
+            (
+                self.stream_transport != "raw" or self.base_url.startswith("http://"),
+                "--transport raw needs an http:// --base",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -82,4 +92,5 @@ class RunSettings:
             "request_timeout": self.request_timeout_s,
             "drain_timeout": self.drain_timeout_s,
             "drain_gauges": list(self.drain_gauges),
+            "transport": self.stream_transport,
         }

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -132,6 +132,14 @@ def run(
             "--drain-gauge", help="Gauge that must read 0 (repeat; default: router + vLLM)."
         ),
     ] = None,
+    transport: Annotated[
+        Literal["httpx", "raw"],
+        typer.Option(
+            "--transport",
+            help="What carries the streaming requests: httpx, or the engine client's raw "
+            "HTTP/1.1 transport (less CPU per chunk; http:// only).",
+        ),
+    ] = "httpx",
 ) -> None:
     """Drain, warm up, drain, then offer every request on its absolute schedule."""
     inv: _Invocation = ctx.obj
@@ -149,6 +157,7 @@ def run(
         request_timeout_s=request_timeout,
         drain_timeout_s=drain_timeout,
         drain_gauges=tuple(drain_gauge) if drain_gauge else DEFAULT_GAUGES,
+        stream_transport=transport,
         command=inv.argv,
         launcher=inv.launcher,
     )
