@@ -56,12 +56,13 @@ def test_non_loopback_refused(tmp_path: Path) -> None:
     assert "not loopback" in result.output
 
 
-def test_bad_time_scale_refused(tmp_path: Path) -> None:
-    """--time-scale must be positive and finite."""
-    result = CliRunner().invoke(
-        app, ["up", "--fleet", str(tmp_path / "x.json"), "--time-scale", "0"]
-    )
+@pytest.mark.parametrize("scale", ["0", "-1", "inf", "nan"])
+def test_bad_time_scale_refused(tmp_path: Path, scale: str) -> None:
+    """--time-scale must be positive and finite: refused (exit 2) before the fleet is read."""
+    fleet = str(tmp_path / "never-read.json")
+    result = CliRunner().invoke(app, ["up", "--fleet", fleet, "--time-scale", scale])
     assert result.exit_code == 2
+    assert "--time-scale must be a finite positive number" in result.output
 
 
 def test_example_fleet_resolves() -> None:

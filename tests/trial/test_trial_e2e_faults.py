@@ -120,3 +120,17 @@ def test_overloaded_fleet_misses_attainment_with_a_valid_schedule(
     assert summary["pass"] is False and summary["good"] < summary["required_good"] == 19
     assert summary["counts"]["completed"] == 20 == len(records)
     assert all(r["prompt_tokens"] == 8192 and r["completion_tokens"] == 128 for r in records)
+
+
+def test_run_checks_the_live_context_limit_from_tokenize(
+    cli: Cli, fresh_fleet: SimFleet, tiny_workload: Path, tmp_path: Path
+) -> None:
+    """/v1/models without max_model_len skips nothing: /tokenize's limit refuses (exit 1)."""
+    fresh_fleet.set_faults("e0", models_max_model_len="missing", tokenize_max_model_len=1000)
+    out = tmp_path / "too-long"
+    proc = cli(*run_args(str(fresh_fleet.router_url), tiny_workload, out, requests=2))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    records = (out / "requests.jsonl").read_bytes()
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert records == b"" and summary["exit_code"] == 1 and summary["warmup_status"] is None
+    assert "exceed the live max_model_len 1000" in summary["error"]

@@ -41,7 +41,7 @@ def test_prepare_writes_the_workload(cli: Cli, shared_fleet: SimFleet, tmp_path:
     assert stat.S_IMODE((out / "workload.json").stat().st_mode) == 0o600
     again = cli("prepare", "--base", str(shared_fleet.router_url), "--input-tokens", "8192",
                 "--output-tokens", "128", "--seed", "1729", "--out", str(out))  # fmt: skip
-    assert again.returncode == 2 and "already holds workload.json" in again.stderr
+    assert again.returncode == 1 and "already holds workload.json" in again.stderr
 
 
 def test_prepare_refuses_a_shape_beyond_the_context_limit(

@@ -85,14 +85,14 @@ def test_passing_rate_exits_0_with_complete_records(
 def test_out_that_holds_a_run_is_refused_unchanged(
     cli: Cli, shared_fleet: SimFleet, tiny_workload: Path, tmp_path: Path
 ) -> None:
-    """Reusing --out exits 2 and changes nothing in it."""
+    """Reusing --out is a blocking error (exit 1: its summary is not this run's), unchanged."""
     out = tmp_path / "rate-20"
     assert (
         cli(*run_args(str(shared_fleet.router_url), tiny_workload, out, requests=2)).returncode == 0
     )
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
     proc = cli(*run_args(str(shared_fleet.router_url), tiny_workload, out, requests=2))
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     assert "refusing --out" in proc.stderr and "already holds" in proc.stderr
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from narwhal_trial._check import launch_record_item
+from narwhal_trial._check import launch_record_item, launch_record_items
 
 
 @pytest.mark.parametrize(
@@ -30,3 +30,12 @@ def test_unreadable_launch_record_fails(tmp_path: Path) -> None:
     """A missing record is a failing item, not a crash."""
     item = launch_record_item(tmp_path / "missing.txt")
     assert not item.ok and "cannot read" in item.detail
+
+
+def test_no_launch_record_is_a_failing_item(tmp_path: Path) -> None:
+    """The runbook retains launch records: check without any fails instead of skipping them."""
+    (missing,) = launch_record_items([])
+    assert not missing.ok and "--launch-record" in missing.detail
+    path = tmp_path / "launch.txt"
+    path.write_text("vllm serve m --no-enable-prefix-caching\n")
+    assert [item.ok for item in launch_record_items([path, path])] == [True, True]

@@ -95,3 +95,17 @@ def test_records_of_several_runs_are_refused() -> None:
     other = _record(1).model_copy(update={"request_id": "trial-x-000001"})
     with pytest.raises(ReadError, match="2 runs"):
         reconcile([_record(0), other], [])
+
+
+def test_interrupted_records_need_no_journal_entry() -> None:
+    """After Ctrl-C, offers interrupted before reaching the router still reconcile."""
+    records = [
+        _record(0),
+        _record(1, "interrupted", sent=False, error="interrupted before sending"),
+        _record(2, "interrupted", error="interrupted while in flight"),
+        _record(3, "interrupted"),
+    ]
+    journal = [_entry(f"{RUN}-000000"), _entry(f"{RUN}-000003", "client_disconnected")]
+    result = reconcile(records, journal)
+    assert result.ok, result.problems
+    assert result.matched == 2 and result.counts["interrupted"] == 3

@@ -1,8 +1,8 @@
 """Launcher for the synthetic deployment trial (the runbook's ``load_trial.py``).
 
 Runs ``narwhal_trial.cli.main`` from the installed ``narwhal-trial`` package (``make setup``
-installs it into
-``.venv``); ``sys.path`` is left alone. Its own path goes into the run manifest's helper digest.
+installs it into ``.venv``); ``sys.path`` is left alone. Its own path goes into the run manifest's
+helper digest.
 """
 
 from __future__ import annotations

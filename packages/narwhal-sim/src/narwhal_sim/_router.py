@@ -269,7 +269,7 @@ class Router:
         resp.end_stream()
         if entry["completion_tokens"] is None and chunks:
             entry["completion_tokens"] = chunks
-        entry["status"] = status if status != "cut" else "cut"
+        entry["status"] = status
 
     @staticmethod
     def _echo(up: Any) -> list[tuple[str, str]]:

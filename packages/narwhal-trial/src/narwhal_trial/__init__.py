@@ -9,6 +9,7 @@ before and after. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
 from narwhal_trial._check import CheckItem, run_checks
 from narwhal_trial._drain import DEFAULT_GAUGES, wait_drained
 from narwhal_trial._errors import (
+    DestinationError,
     DrainError,
     PrepareError,
     ReadError,
@@ -46,6 +47,7 @@ __all__ = [
     "DEFAULT_GAUGES",
     "STATUSES",
     "CheckItem",
+    "DestinationError",
     "Distribution",
     "DrainError",
     "LoadedWorkload",

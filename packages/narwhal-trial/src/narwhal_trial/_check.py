@@ -11,6 +11,7 @@
 3. Prefix caching is off on each engine according to its own ``vllm:cache_config_info``
    (``enable_prefix_caching``), and in each launch record given as a file (the ``vllm serve``
    command line must hold ``--no-enable-prefix-caching`` and no later ``--enable-prefix-caching``).
+   The runbook has the operator retain launch records, so giving none is a failing item.
 """
 
 from __future__ import annotations
@@ -61,6 +62,20 @@ def launch_record_item(path: Path) -> CheckItem:
     if flags[-1] != _OFF_FLAG:
         return CheckItem(str(path), what, False, f"{_ON_FLAG} comes after {_OFF_FLAG}")
     return CheckItem(str(path), what, True, _OFF_FLAG)
+
+
+def launch_record_items(paths: Sequence[Path]) -> list[CheckItem]:
+    """One item per launch record; a single failing item when none was given."""
+    if not paths:
+        return [
+            CheckItem(
+                "launch records",
+                "launch record: prefix caching off",
+                False,
+                "none given: pass each engine's `vllm serve` command file with --launch-record",
+            )
+        ]
+    return [launch_record_item(path) for path in paths]
 
 
 def profile_items(iid: str, role: str, profile: Profile, workload: Workload) -> list[CheckItem]:
@@ -177,5 +192,5 @@ def run_checks(
 
     for engine_items in asyncio.run(live()):
         items.extend(engine_items)
-    items.extend(launch_record_item(path) for path in launch_records)
+    items.extend(launch_record_items(launch_records))
     return items

@@ -1,7 +1,8 @@
 """The exceptions of narwhal_trial; each carries the exit code the command layer turns it into.
 
 TrialError            root; exit 1 (a blocking error, runbook table)
-├── TrialUsageError   exit 2: bad option values, an ``--out`` already holding a run or workload
+├── TrialUsageError   exit 2: bad option values (as the command line's own usage errors)
+├── DestinationError  exit 1: an ``--out`` that is a symlink, a file, or already holds anything
 ├── WorkloadError     exit 1: an unreadable or invalid workload, or one the engine cannot serve
 ├── DrainError        exit 1: no drain gauge on the metrics page, or no drain in time
 ├── PrepareError      exit 1: the engine did not give the seed completion's token ids
@@ -22,9 +23,17 @@ class TrialError(Exception):
 
 
 class TrialUsageError(TrialError):
-    """Invalid usage: bad option values, or a destination that already holds results (exit 2)."""
+    """Invalid usage: bad option values (exit 2, like the command line's own usage errors)."""
 
     exit_code = 2
+
+
+class DestinationError(TrialError):
+    """An ``--out`` refused: a symlink, not a folder, or not empty (exit 1, a blocking error).
+
+    Not exit 2: the runbook sends an operator who sees 2 to the ``summary.json`` in ``--out``,
+    which for a refused folder is an earlier run's verdict, not this one's.
+    """
 
 
 class WorkloadError(TrialError):

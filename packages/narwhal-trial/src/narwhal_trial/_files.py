@@ -8,7 +8,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from narwhal_trial._errors import TrialUsageError
+from narwhal_trial._errors import DestinationError
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -29,21 +29,21 @@ def read_regular(path: Path) -> bytes:
 
 
 def check_fresh_dir(path: Path, *, holds: tuple[str, ...]) -> bool:
-    """Refuse (TrialUsageError) a destination that is a symlink, not a folder, or not empty.
+    """Refuse (DestinationError) a destination that is a symlink, not a folder, or not empty.
 
     Returns True when an empty folder is already there. ``holds`` names the files a finished result
     would have, for the message. Nothing is changed.
     """
     if path.is_symlink():
-        raise TrialUsageError(f"refusing --out {path}: it is a symlink")
+        raise DestinationError(f"refusing --out {path}: it is a symlink")
     if path.exists():
         if not path.is_dir():
-            raise TrialUsageError(f"refusing --out {path}: it exists and is not a folder")
+            raise DestinationError(f"refusing --out {path}: it exists and is not a folder")
         present = sorted(p.name for p in path.iterdir())
         if present:
             found = [name for name in holds if name in present]
             what = f"already holds {', '.join(found)}" if found else "is not empty"
-            raise TrialUsageError(f"refusing --out {path}: it {what}; choose a new folder")
+            raise DestinationError(f"refusing --out {path}: it {what}; choose a new folder")
         return True
     return False
 
@@ -62,7 +62,7 @@ def make_private_dir(path: Path, *, holds: tuple[str, ...]) -> None:
     try:
         path.mkdir(mode=DIR_MODE)
     except FileExistsError as exc:
-        raise TrialUsageError(f"refusing --out {path}: it appeared while starting") from exc
+        raise DestinationError(f"refusing --out {path}: it appeared while starting") from exc
     path.chmod(DIR_MODE, follow_symlinks=False)
 
 

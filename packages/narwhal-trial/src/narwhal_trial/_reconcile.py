@@ -39,8 +39,9 @@ AGREES: dict[str, frozenset[str]] = {
 """Journal statuses that agree with each client status. A client ``completed`` must also agree on
 ``completion_tokens`` and an ``http_error`` on ``http_status`` when the journal gives them."""
 
-OPTIONAL = frozenset({"connect_error"})
-"""Client statuses whose request may never have reached the router."""
+OPTIONAL = frozenset({"connect_error", "interrupted"})
+"""Client statuses whose request may never have reached the router (an offer interrupted by Ctrl-C
+may have been cancelled before it was sent, or before the router accepted it)."""
 
 
 @dataclass(slots=True)
@@ -147,7 +148,7 @@ def reconcile(records: list[RequestRecord], journal: list[dict[str, Any]]) -> Re
         problem = _judge(record, found)
         if record.status == "client_schedule_miss":
             result.schedule_misses += 1
-        elif problem is None:
+        elif problem is None and found:  # not an optional record that never reached the router
             result.matched += 1
         if problem is not None:
             result.problems.append(f"{record.request_id}: {problem}")

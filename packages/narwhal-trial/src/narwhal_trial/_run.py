@@ -22,6 +22,7 @@ from narwhal_trial._files import atomic_write, make_private_dir
 from narwhal_trial._judge import Bounds, Outcome, judge, status_of
 from narwhal_trial._loopmon import LoopLagMonitor
 from narwhal_trial._manifest import build_manifest
+from narwhal_trial._prepare import live_max_model_len, pick_model
 from narwhal_trial._records import MissReason, Summary
 from narwhal_trial._schedule import Clock, ScheduleLimits, due_offsets_ns, pace
 from narwhal_trial._settings import RUN_FILES, RunSettings
@@ -51,8 +52,9 @@ def _loop_factory() -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str
 def run_trial(settings: RunSettings, *, clock: Clock = time.perf_counter_ns) -> Summary:
     """Run one trial and return its summary (also written to ``--out/summary.json``).
 
-    Raises TrialUsageError before anything is written (bad values, an ``--out`` holding a run) and
-    WorkloadError for an unusable workload file; every later failure ends up in the summary.
+    Raises TrialUsageError (bad values), DestinationError (an ``--out`` holding a run) or
+    WorkloadError (an unusable workload file) before anything is written; every later failure ends
+    up in the summary.
     """
     settings.validate()
     loaded = load_workload(settings.workload_path)
@@ -180,16 +182,11 @@ class _Trial:
             cards = await client.models()
         except EngineClientError as exc:
             raise TrialError(f"cannot list served models at {self.s.base_url}: {exc}") from exc
-        card = next((c for c in cards if c.id == w.model), None)
-        if card is None:
-            served = ", ".join(c.id for c in cards) or "none"
+        card = pick_model(cards, w.model)
+        limit = await live_max_model_len(client, card)  # /tokenize, checked against /v1/models
+        if w.input_tokens + w.output_tokens > limit:
             raise WorkloadError(
-                f"the workload's model {w.model!r} is not served (served: {served})"
-            )
-        if card.max_model_len is not None and w.input_tokens + w.output_tokens > card.max_model_len:
-            raise WorkloadError(
-                f"{w.input_tokens} + {w.output_tokens} tokens exceed the live max_model_len "
-                f"{card.max_model_len}"
+                f"{w.input_tokens} + {w.output_tokens} tokens exceed the live max_model_len {limit}"
             )
         await self._drain(client)
         warm = await client.stream_completion(

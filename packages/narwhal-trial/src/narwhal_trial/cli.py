@@ -1,7 +1,8 @@
 """The ``narwhal-trial`` command (and ``tools/measurement/load_trial.py``): a thin typer shell.
 
 Exit codes follow the runbook: 0 pass with a valid schedule; 2 attainment or scheduling missed (also
-invalid usage, and an ``--out`` that already holds results); 1 a blocking error; 130 interrupted.
+invalid option values, before anything is created); 1 a blocking error (including an ``--out``
+that already holds results); 130 interrupted.
 """
 
 from __future__ import annotations
