@@ -198,17 +198,3 @@ def test_colocated_sweep_records_neighbours(kit: Kit, sim_factory: Callable[...,
     assert [(r["iid"], r["role"]) for r in entries["g0.decode"]] == [("g0.prefill", "prefill")]
     for records in entries.values():
         assert records[0]["completions"] > 0 and records[0]["errors"] == []
-
-
-def test_colocated_stalled_neighbour_rejects_the_profile(
-    kit: Kit, sim_factory: Callable[..., SimFleet]
-) -> None:
-    """A neighbour that completes nothing during the target's interval aborts the run."""
-    fleet = sim_factory()
-    fleet.set_faults("g0.decode", stall=True)
-    done = kit.run(
-        "--fleet", fleet.fleet_path, "--only", "g0.prefill", *kit.small_sweep, *COLOCATED
-    )
-    assert done.returncode == 1
-    assert "neighbour g0.decode" in done.stderr
-    assert not kit.outputs(fleet)[0].exists()

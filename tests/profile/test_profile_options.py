@@ -155,6 +155,13 @@ def test_colocated_with_all_five_neighbour_options() -> None:
         (["--merge", "a", "--merge", "b", "--out", "o", "--only", "e0"], "exclusive with --only"),
         (["--merge", "a", "--merge", "b", "--out", "o", "--overwrite"], "with --overwrite"),
         (["--merge", "a", "--merge", "b", "--out", "o", "--refit-samples", "s"], "--refit-samples"),
+        (["--merge", "a", "--merge", "a", "--out", "o"], "named more than once"),
+        (["--merge", "a", "--merge", "b", "--out", "o", "--colocated"], "with --colocated"),
+        (
+            ["--merge", "a", "--merge", "b", "--out", "o", "--neighbour-decode-rps", "1"],
+            "not to --merge",
+        ),
+        (["--refit-samples", "s", "--out", "o", "--colocated"], "with --colocated"),
         (["--refit-samples", "s.json"], "requires --out"),
         (["--refit-samples", "s", "--out", "o", "--only", "e0"], "exclusive with --only"),
         (["--refit-samples", "s", "--out", "o", "--overwrite"], "fresh outputs"),
@@ -261,3 +268,42 @@ def test_unreachable_engine_is_a_runtime_abort(
     err = capsys.readouterr().err
     assert err.startswith("narwhal-profile: error: engine e1: /health failed its HTTP 200 check")
     assert not (fleet_file.parent / "profiles").exists()
+
+
+def test_interrupt_outside_a_sweep_reports_130_in_json(
+    fleet_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in any mode exits 130 and, with --format json, still prints one result object."""
+    import narwhal_profile_cli.cli as cli_module
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_module, "execute", interrupted)
+    assert run(["--format", "json", "--fleet", str(fleet_file)]) == 130
+    doc = orjson.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and doc["error"]["code"] == "interrupted"
+
+
+@pytest.mark.parametrize(
+    "mode_args",
+    [
+        [],
+        ["--overwrite"],
+        ["--refit-samples", "in.samples.json", "--out", "profiles/o.json"],
+        ["--merge", "a.json", "--merge", "b.json", "--out", "profiles/o.json"],
+    ],
+)
+def test_symlinked_destination_folder_refused_in_every_mode(
+    fleet_file: Path, capsys: pytest.CaptureFixture[str], mode_args: list[str]
+) -> None:
+    """A destination folder that is a symlink is refused (exit 2) before anything is read or
+    measured, and nothing appears behind the link."""
+    real = fleet_file.parent / "real"
+    real.mkdir()
+    (fleet_file.parent / "profiles").symlink_to(real)
+    args = [a if not a.startswith("profiles/") else str(fleet_file.parent / a) for a in mode_args]
+    assert run(["--fleet", str(fleet_file), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("narwhal-profile: error: ") and "symlink" in err
+    assert list(real.iterdir()) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import orjson
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from narwhal_engine_client import MetricsSnapshot, StreamCutError, StreamRecord
 from narwhal_profile_cli._errors import ProfileAbortError
 from narwhal_profile_cli._evidence import check_unchanged, generation
+from narwhal_profile_cli._live import select_engines
 from narwhal_profile_cli._metrics_watch import MetricsWatch, Observation, observe
 from narwhal_profile_cli._options import RawOptions, validate
 from narwhal_profile_cli._prefill_sweep import PrefillTimings, fit_and_gate
@@ -18,6 +20,7 @@ from narwhal_profile_cli._progress import Progress
 from narwhal_profile_cli._prompts import MIN_POOL, UNIQUE_HEAD, PromptFactory, token_pool
 from narwhal_profile_cli._requests import prepare, verify
 from narwhal_profile_cli._result import CommandResult, emit, error_line
+from narwhal_store import load_fleet
 
 SWEEP = validate(RawOptions(fleet="f")).sweep
 
@@ -128,19 +131,23 @@ def test_prefill_gate_passes_a_quadratic() -> None:
 
 
 def test_prefill_gates_abort_with_the_references_wording() -> None:
-    """A fit with one wild point fails the worst-point gate; scattered points fail the mean gate."""
-    wild = {n: 0.01 + 1e-5 * n for n in (256, 512, 1024, 2048, 4096, 8192, 12288, 16384)}
+    """One wild point fails only the worst-point gate; an even zigzag fails only the mean gate."""
+    lengths = (256, 512, 1024, 2048, 4096, 8192, 12288, 16384)
+    wild = {n: 0.01 + 1e-5 * n for n in lengths}
     wild[512] = 0.2
     with pytest.raises(ProfileAbortError) as caught:
         fit_and_gate("e0", _timings(wild))
-    assert "the representative prefill fit exceeds 50% worst-point error" in caught.value.message
-    scattered = {256: 0.5, 1024: 0.01, 2048: 0.4, 4096: 0.02, 8192: 0.6, 16384: 0.05}
-    with pytest.raises(ProfileAbortError) as caught:
-        fit_and_gate("e1", _timings(scattered))
-    assert (
-        "engine e1: the representative prefill fit exceeds 20% mean error" in caught.value.message
+    assert caught.value.message.startswith(
+        "engine e0: the representative prefill fit exceeds 50% worst-point error ("
     )
-    assert caught.value.code == "prefill_mean_error"
+    assert (caught.value.code, caught.value.exit_code) == ("prefill_worst_error", 1)
+    zigzag = {n: (0.01 + 1e-5 * n) * (1.4 if i % 2 else 1 / 1.4) for i, n in enumerate(lengths)}
+    with pytest.raises(ProfileAbortError) as caught:
+        fit_and_gate("e1", _timings(zigzag))
+    assert caught.value.message.startswith(
+        "engine e1: the representative prefill fit exceeds 20% mean error ("
+    )
+    assert (caught.value.code, caught.value.exit_code) == ("prefill_mean_error", 1)
 
 
 def test_progress_only_on_a_terminal() -> None:
@@ -234,3 +241,29 @@ def test_observe_reads_gauges_and_the_preemption_counter() -> None:
     )
     seen = observe(MetricsSnapshot.from_text(page), 7)
     assert (seen.t_ns, seen.waiting, seen.kv_usage, seen.preemptions) == (7, 3.0, 0.75, 3.0)
+
+
+def test_only_selection_names_what_matched_nothing(tmp_path: Path) -> None:
+    """--only keeps fleet order; an unknown value aborts (exit 1) with wording fitting the case."""
+    fleet_path = tmp_path / "fleet.json"
+    engines = [{"iid": iid, "url": "http://127.0.0.1:9", "role": "mixed"} for iid in ("a", "b")]
+    fleet_path.write_bytes(
+        orjson.dumps(
+            {
+                "format": "narwhal.fleet",
+                "format_version": 1,
+                "profiles": {"path": "p.json"},
+                "engines": engines,
+            }
+        )
+    )
+    fleet = load_fleet(fleet_path)
+    assert [e.iid for e in select_engines(fleet, ("b", "a"))] == ["a", "b"]
+    with pytest.raises(ProfileAbortError) as none:
+        select_engines(fleet, ("x",))
+    assert none.value.exit_code == 1 and none.value.code == "no_engines"
+    assert none.value.message.startswith("the --only selection matches zero configured engines")
+    with pytest.raises(ProfileAbortError) as some:
+        select_engines(fleet, ("a", "x"))
+    assert some.value.exit_code == 1
+    assert some.value.message.startswith("--only 'x' matches no configured engine")

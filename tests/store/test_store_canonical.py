@@ -59,9 +59,7 @@ def test_sha256_helpers(tmp_path: Path) -> None:
 def test_engine_client_canonical_json_is_byte_identical() -> None:
     """narwhal_engine_client.canonical_json gives the same bytes and digest as narwhal_store's."""
     client = importlib.import_module("narwhal_engine_client")
-    other = getattr(client, "canonical_json", None)
-    if other is None:
-        pytest.skip("narwhal_engine_client does not expose canonical_json yet")
+    other = client.canonical_json
     assert other(DOC) == canonical_json(DOC)
     assert client.sha256_hex(other(DOC)) == sha256_hex(canonical_json(DOC))
     evidence = {"url": "http://h:1", "model": "m☃", "max_model_len": 16384, "start": 1.5}

@@ -125,6 +125,27 @@ def test_bad_fleet_value_names_its_json_path(
     assert str(caught.value).startswith(f"{path}: {json_path}: ")
 
 
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("http://user:s3cret-pw@127.0.0.1:8101", "credentials in URLs"),
+        ("ftp://user:s3cret-pw@127.0.0.1:8101", "credentials in URLs"),
+        ("http://127.0.0.1:8101/?key=s3cret-pw", "query or fragment"),
+    ],
+)
+def test_url_credentials_are_never_echoed(
+    tmp_path: Path, fleet_doc: dict[str, Any], url: str, fragment: str
+) -> None:
+    """A URL holding a credential is refused without repeating the credential in the message."""
+    fleet_doc["engines"][0]["url"] = url
+    path = _write(tmp_path / "fleet.json", fleet_doc)
+    with pytest.raises(FormatError) as caught:
+        load_fleet(path)
+    assert caught.value.json_path == "engines[0].url"
+    assert fragment in caught.value.message
+    assert "s3cret-pw" not in str(caught.value)
+
+
 def test_bad_role_message_shows_the_value(tmp_path: Path, fleet_doc: dict[str, Any]) -> None:
     """The message reads like the documented example, with the offending value."""
     fleet_doc["engines"][1]["role"] = "prefil"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,14 @@ class _Crash(OSError):
     """The simulated crash."""
 
 
+@contextlib.contextmanager
+def _raises_crash() -> Iterator[None]:
+    """Expect write_store to report the simulated crash as a StoreError caused by it."""
+    with pytest.raises(StoreError, match="simulated crash") as caught:
+        yield
+    assert isinstance(caught.value.__cause__, _Crash)
+
+
 def _crash_on(monkeypatch: pytest.MonkeyPatch, calls: int) -> list[str]:
     """Make the ``calls``-th call among os.replace/os.link/os.fsync/os.write raise."""
     seen: list[str] = []
@@ -211,7 +220,7 @@ def test_crash_on_store_rename_keeps_old_pair(
         original(*args, **kw)
 
     monkeypatch.setattr(os, "replace", failing)
-    with pytest.raises(_Crash):
+    with _raises_crash():
         write_store(path, *make_pair(start=2.0), mode="replace")
     monkeypatch.undo()
     assert calls[1][1] == "p.json"
@@ -239,7 +248,7 @@ def test_crash_after_commit_reads_new_pair_then_heals(
         original(*args, **kw)
 
     monkeypatch.setattr(os, "replace", failing)
-    with pytest.raises(_Crash):
+    with _raises_crash():
         write_store(path, *make_pair(start=2.0), mode="replace")
     monkeypatch.undo()
     loaded = read_store(path)
@@ -270,7 +279,7 @@ def test_crash_at_every_step_never_leaves_a_mismatched_pair(
         write_store(path, *old, mode="fresh")
         old_bytes = path.read_bytes(), sidecar_path(path).read_bytes()
         _crash_on(monkeypatch, step)
-        with pytest.raises(_Crash):
+        with _raises_crash():
             write_store(path, *new, mode="replace")
         monkeypatch.undo()
         loaded = read_store(path)
@@ -287,7 +296,7 @@ def test_fresh_write_crash_before_commit_allows_a_retry(
     """A fresh write that dies before the commit leaves no store, and a retry succeeds."""
     path = tmp_path / "p.json"
     _crash_on(monkeypatch, 3)
-    with pytest.raises(_Crash):
+    with _raises_crash():
         write_store(path, *make_pair(), mode="fresh")
     monkeypatch.undo()
     assert not path.exists() and not sidecar_path(path).exists()

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from narwhal_engine_client import EngineClient
-from narwhal_profile_cli._modes import NeighbourSettingsValues
 from narwhal_profile_cli._neighbours import (
     Neighbour,
     NeighbourLoad,
@@ -48,20 +47,13 @@ async def plan_colocation(
     fleet: LoadedFleet,
     targets: Sequence[EngineEntry],
     clients: Mapping[str, EngineClient],
-    values: NeighbourSettingsValues,
+    settings: NeighbourSettings,
 ) -> dict[str, ColocationPlan]:
     """Probe every peer of every target (once each) and check the neighbour token counts fit.
 
     A target without peers in a shared GPU group is measured without neighbour traffic (its profile
     records no colocation).
     """
-    settings = NeighbourSettings(
-        prefill_rps=values.prefill_rps,
-        decode_rps=values.decode_rps,
-        prefill_tokens=values.prefill_tokens,
-        decode_input_tokens=values.decode_input_tokens,
-        decode_output_tokens=values.decode_output_tokens,
-    )
     probes: dict[str, EngineProbe] = {}
     plans: dict[str, ColocationPlan] = {}
     for target in targets:

@@ -42,7 +42,7 @@ class StreamTrace:
 
 @dataclass(frozen=True, slots=True)
 class Cohort:
-    """One decode cohort and its verdict."""
+    """One decode cohort and its verdict (``point`` is None when it is left out of the fit)."""
 
     input_len: int
     concurrency: int
@@ -50,11 +50,6 @@ class Cohort:
     streams: list[StreamTrace]
     point: DecodePoint | None
     reason: str | None
-
-    @property
-    def valid(self) -> bool:
-        """True when the cohort counts in the fit."""
-        return self.point is not None
 
 
 def _traces(records: list[StreamRecord]) -> list[StreamTrace]:

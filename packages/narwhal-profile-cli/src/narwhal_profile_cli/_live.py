@@ -19,7 +19,7 @@ from narwhal_profile_cli._colocation import ColocationPlan, neighbour_load, plan
 from narwhal_profile_cli._decode_sweep import fit_cohorts, run_decode
 from narwhal_profile_cli._errors import ProfileAbortError, ProfileError, ProfileUsageError
 from narwhal_profile_cli._evidence import check_unchanged, read_evidence
-from narwhal_profile_cli._modes import NeighbourSettingsValues
+from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._options import SweepSettings
 from narwhal_profile_cli._prefill_sweep import fit_and_gate, run_prefill, warm_up
 from narwhal_profile_cli._preflight import EnginePlan, check_health, preflight
@@ -54,11 +54,12 @@ def select_engines(fleet: LoadedFleet, only: Sequence[str]) -> list[EngineEntry]
     unmatched = [iid for iid in only if iid not in known]
     if unmatched:
         shown = ", ".join(repr(i) for i in unmatched)
-        raise ProfileAbortError(
-            f"the --only selection matches zero configured engines: {shown} "
-            f"(configured: {', '.join(known)})",
-            code="no_engines",
+        what = (
+            f"the --only selection matches zero configured engines: {shown}"
+            if len(unmatched) == len(only)
+            else f"--only {shown} matches no configured engine"
         )
+        raise ProfileAbortError(f"{what} (configured: {', '.join(known)})", code="no_engines")
     return [e for e in engines if e.iid in set(only)]
 
 
@@ -89,7 +90,7 @@ async def run_live(
     only: Sequence[str],
     limits: LimitsFile | None,
     sweep: SweepSettings,
-    colocation: NeighbourSettingsValues | None,
+    colocation: NeighbourSettings | None,
     overwrite: bool,
     progress: Progress,
     state: LiveState,

@@ -7,20 +7,10 @@ from pathlib import Path
 from typing import Literal
 
 from narwhal_profile_cli._errors import ProfileUsageError
+from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._options import ProfileOptions
 
 Mode = Literal["live", "refit", "merge"]
-
-
-@dataclass(frozen=True, slots=True)
-class NeighbourSettingsValues:
-    """The five neighbour values, all present (``--colocated`` was given with every one)."""
-
-    prefill_rps: float
-    decode_rps: float
-    prefill_tokens: int
-    decode_input_tokens: int
-    decode_output_tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +20,7 @@ class ModePlan:
     mode: Mode
     fleet: Path
     out: Path | None
-    colocation: NeighbourSettingsValues | None
+    colocation: NeighbourSettings | None
 
 
 def select_mode(options: ProfileOptions) -> ModePlan:
@@ -91,9 +81,7 @@ def select_mode(options: ProfileOptions) -> ModePlan:
     )
 
 
-def _colocation(
-    options: ProfileOptions, neighbours_given: list[str]
-) -> NeighbourSettingsValues | None:
+def _colocation(options: ProfileOptions, neighbours_given: list[str]) -> NeighbourSettings | None:
     values = options.neighbours
     if not options.colocated:
         if neighbours_given:
@@ -112,7 +100,7 @@ def _colocation(
         or values.decode_output_tokens is None
     ):  # pragma: no cover - excluded by ``missing()`` above; spelled out for the type checker
         raise ProfileUsageError("--colocated requires all five neighbour options")
-    return NeighbourSettingsValues(
+    return NeighbourSettings(
         prefill_rps=values.prefill_rps,
         decode_rps=values.decode_rps,
         prefill_tokens=values.prefill_tokens,

@@ -10,9 +10,11 @@ from typing import TextIO
 
 from narwhal_profile_cli._errors import ProfileInterrupted, ProfileUsageError
 from narwhal_profile_cli._live import LiveState, run_live
+from narwhal_profile_cli._merge import merge_into
 from narwhal_profile_cli._modes import ModePlan, select_mode
 from narwhal_profile_cli._options import ProfileOptions
 from narwhal_profile_cli._progress import Progress
+from narwhal_profile_cli._refit import refit_from_samples
 from narwhal_profile_cli._result import CommandResult
 from narwhal_store import (
     FormatError,
@@ -77,12 +79,6 @@ def _refit(
     out = _required(plan.out, "--refit-samples requires --out PATH")
     samples = _required(options.refit_samples, "--refit-samples PATH is required")
     result.path, result.samples_path = out, sidecar_path(out)
-    try:
-        from narwhal_profile_cli._refit import refit_from_samples
-    except ImportError as exc:
-        raise ProfileUsageError(
-            "--refit-samples is not available in this build of narwhal-profile", code="unsupported"
-        ) from exc
     with _store_errors("--refit-samples"):
         written = refit_from_samples(fleet, samples, out)
     result.profiles = len(written.store.profiles)
@@ -93,12 +89,6 @@ def _merge(
 ) -> None:
     out = _required(plan.out, "--merge requires --out PATH")
     result.path, result.samples_path = out, sidecar_path(out)
-    try:
-        from narwhal_profile_cli._merge import merge_into
-    except ImportError as exc:
-        raise ProfileUsageError(
-            "--merge is not available in this build of narwhal-profile", code="unsupported"
-        ) from exc
     with _store_errors("--merge"):
         written = merge_into(fleet, list(options.merge), out)
     result.profiles = len(written.store.profiles)

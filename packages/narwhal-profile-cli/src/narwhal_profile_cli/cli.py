@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from narwhal_profile_cli._errors import ProfileError, ProfileUsageError
+from narwhal_profile_cli._errors import ProfileError, ProfileInterrupted, ProfileUsageError
 from narwhal_profile_cli._options import (
     DEFAULT_DECODE_CONCURRENCY,
     DEFAULT_DECODE_INPUT_LENS,
@@ -240,6 +240,8 @@ def profile(
         execute(options, result, stderr=sys.stderr)
     except ProfileError as exc:
         result.error = exc
+    except KeyboardInterrupt:  # outside a live sweep, which reports its kept profiles itself
+        result.error = ProfileInterrupted("interrupted")
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         result.error = ProfileError(

@@ -19,6 +19,7 @@ __all__ = [
     "PosFloat",
     "PosInt",
     "Role",
+    "SecretValueError",
     "Sha256",
     "StrictModel",
     "Timestamp",
@@ -47,6 +48,10 @@ class LocatedValueError(ValueError):
         super().__init__(f"{json_path}: {message}")
         self.json_path = json_path
         self.message = message
+
+
+class SecretValueError(ValueError):
+    """A validation failure whose input must not be echoed in messages (it may hold a secret)."""
 
 
 def _check_timestamp(value: str) -> str:

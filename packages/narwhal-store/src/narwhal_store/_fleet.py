@@ -11,7 +11,15 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
 from ._errors import StoreError
-from ._fields import Iid, LocatedValueError, NonNegFloat, PosInt, Role, StrictModel
+from ._fields import (
+    Iid,
+    LocatedValueError,
+    NonNegFloat,
+    PosInt,
+    Role,
+    SecretValueError,
+    StrictModel,
+)
 from ._loading import load_model
 from ._profiles import ProfileKey
 
@@ -33,14 +41,17 @@ EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
 def _check_url(value: str) -> str:
     parts = urlsplit(value)
+    # Checked first and never echoed: user info or a query may hold a credential.
+    if "@" in parts.netloc:
+        raise SecretValueError(
+            "credentials in URLs are not allowed; name a variable in api_key_env"
+        )
+    if parts.query or parts.fragment:
+        raise SecretValueError("URL must not have a query or fragment")
     if parts.scheme not in ("http", "https"):
         raise ValueError(f"URL must start with http:// or https:// (got {value!r})")
     if not parts.hostname:
         raise ValueError(f"URL has no host (got {value!r})")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("credentials in URLs are not allowed; name a variable in api_key_env")
-    if parts.query or parts.fragment:
-        raise ValueError(f"URL must not have a query or fragment (got {value!r})")
     try:
         _ = parts.port
     except ValueError as exc:

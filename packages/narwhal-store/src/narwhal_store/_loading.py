@@ -13,7 +13,7 @@ from pydantic_core import ErrorDetails
 
 from ._canonical import sha256_hex
 from ._errors import FormatError
-from ._fields import LocatedValueError
+from ._fields import LocatedValueError, SecretValueError
 
 __all__ = [
     "format_validation_error",
@@ -58,6 +58,8 @@ def _describe(error: ErrorDetails) -> tuple[str, str]:
         inner = cause.json_path
         path = f"{prefix}.{inner}" if prefix and not inner.startswith("[") else prefix + inner
         return path, cause.message
+    if isinstance(cause, SecretValueError):
+        return json_path(loc), str(cause)
     message = error["msg"]
     if loc and loc[-1] == "[key]":
         loc = loc[:-1]

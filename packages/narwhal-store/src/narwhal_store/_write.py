@@ -135,7 +135,8 @@ def write_store(
     ``store.samples`` and each profile's ``samples_sha256`` are computed here (pass
     ``PENDING_SHA256`` placeholders). ``mode="fresh"`` refuses existing files; ``"replace"``
     replaces them atomically. Symlinked destinations or folders are refused in both modes; missing
-    folders are created. See the module docstring for the crash-safety scheme.
+    folders are created. An I/O failure is a ``StoreError`` (the underlying ``OSError`` is its
+    cause). See the module docstring for the crash-safety scheme.
     """
     _check_mode(mode)
     fresh = mode == "fresh"
@@ -164,6 +165,8 @@ def write_store(
             else:
                 folder.replace(pending, side_name)
             _remove_stale_pending(folder, side_name)
+        except OSError as exc:  # a full disk, a vanished folder, ...: the old pair stays valid
+            raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
         finally:
             for name in temps:
                 folder.remove(name)
