@@ -267,3 +267,15 @@ def test_only_selection_names_what_matched_nothing(tmp_path: Path) -> None:
         select_engines(fleet, ("a", "x"))
     assert some.value.exit_code == 1
     assert some.value.message.startswith("--only 'x' matches no configured engine")
+
+
+def test_running_out_of_distinct_short_prompts_is_an_abort_not_a_crash() -> None:
+    """One-token prompts run out after as many prompts as the pool has ids: a clean abort."""
+    pool = tuple(range(100, 100 + MIN_POOL))
+    factory = PromptFactory(pool, seed=3)
+    drawn = set()
+    with pytest.raises(ProfileAbortError, match="use longer prompt lengths") as caught:
+        for _ in range(10 * MIN_POOL):
+            drawn.add(tuple(factory.prompt(1)))
+    assert caught.value.exit_code == 1 and caught.value.code == "prompts_exhausted"
+    assert len(drawn) <= MIN_POOL

@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from narwhal_profile_cli._errors import ProfileAbortError
+
 # Herman Melville, *Moby-Dick; or, The Whale* (1851), from chapter 32 "Cetology": public domain.
 POOL_TEXT = (
     "Already we are boldly launched upon the deep; but soon we shall be lost in its unshored,"
@@ -79,6 +81,10 @@ class PromptFactory:
             if (head_len, *head) not in self._heads:
                 break
         else:  # only reachable for tiny lengths, where the space of heads runs out
-            raise ValueError(f"cannot draw another distinct {length}-token prompt from the pool")
+            raise ProfileAbortError(
+                f"cannot draw another distinct {length}-token prompt from the {len(self._pool)}-id "
+                f"token pool after {len(self._heads)} prompts; use longer prompt lengths",
+                code="prompts_exhausted",
+            )
         self._heads.add((head_len, *head))
         return [*head, *self._rng.choices(self._pool, k=length - head_len)]
