@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import resource
 import signal
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
@@ -23,6 +24,7 @@ from narwhal_trial._judge import Bounds, Outcome, judge, status_of
 from narwhal_trial._loopmon import LoopLagMonitor
 from narwhal_trial._manifest import build_manifest
 from narwhal_trial._prepare import live_max_model_len, pick_model
+from narwhal_trial._progress import RunProgress
 from narwhal_trial._records import MissReason, Summary
 from narwhal_trial._schedule import Clock, ScheduleLimits, due_offsets_ns, pace
 from narwhal_trial._settings import RUN_FILES, RunSettings
@@ -215,7 +217,17 @@ class _Trial:
         monitor = LoopLagMonitor(self.clock)
         before = resource.getrusage(resource.RUSAGE_SELF)
         self.t0 = self.clock() + START_LEAD_NS
+        progress = RunProgress(
+            sys.stderr,
+            requests=self.s.requests,
+            rate=self.s.rate,
+            t0_ns=self.t0,
+            clock=self.clock,
+            in_flight=lambda: self.in_flight,
+            finished=lambda: len(self.writer.records),
+        )
         monitor.start()
+        progress.start()
         try:
             await self._guard(
                 pace(
@@ -235,6 +247,7 @@ class _Trial:
                 task.cancel()
             await asyncio.gather(*self.tasks, return_exceptions=True)
         finally:
+            await progress.stop()
             await monitor.stop()
             after = resource.getrusage(resource.RUSAGE_SELF)
             self.facts.cpu_user_s = after.ru_utime - before.ru_utime
