@@ -46,6 +46,9 @@ bench: setup ## Benchmarks (not part of `make test`): simulator overhead and tri
 	$(VENV)/bin/python bench/sim_bench.py --streams 64 --tokens 400
 	$(VENV)/bin/python bench/trial_fidelity.py
 
+bench-clients: setup ## narwhal-trial vs AIPerf 0.13.0 vs guidellm 0.8.1 (throwaway venvs in .bench-venvs/; not in `make test`; BENCH_ARGS=--quick for a smoke run)
+	$(VENV)/bin/python bench/bench_clients.py $(BENCH_ARGS)
+
 build: setup ## Build every package's sdist and wheel into dist/
 	$(UV) build --all-packages --quiet
 
