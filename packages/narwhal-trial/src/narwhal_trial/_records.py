@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,17 +24,8 @@ Status = Literal[
 """Terminal status of one offer. ``completed`` reached ``[DONE]``; whether it was good is
 separate."""
 
-STATUSES: tuple[Status, ...] = (
-    "completed",
-    "http_error",
-    "stream_error",
-    "stream_cut",
-    "timeout",
-    "connect_error",
-    "protocol_error",
-    "client_schedule_miss",
-    "interrupted",
-)
+STATUSES: tuple[Status, ...] = get_args(Status)
+"""Every status, in the order of ``Status`` (derived from it, so the two cannot drift)."""
 
 MissReason = Literal["in_flight_cap", "lag"]
 
