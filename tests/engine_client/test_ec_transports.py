@@ -24,6 +24,7 @@ from narwhal_engine_client import (
     EngineProtocolError,
     EngineStreamError,
     EngineTimeoutError,
+    SendDeadlineError,
     StreamCutError,
     StreamRecord,
     completion_body,
@@ -441,6 +442,40 @@ async def test_send_time_is_taken_just_before_the_request_is_written(serve, sse,
     rec = await stream(engine, transport, clock_ns=lambda: next(ticks))
     assert rec.ok and rec.send_ns == 2 and rec.first_token_ns is not None
     assert rec.first_token_ns > 2
+
+
+@TRANSPORTS
+async def test_send_deadline_past_before_the_call_sends_nothing(serve, sse, transport):
+    """send_by_ns already behind the clock: no connection, no request, a SendDeadlineError."""
+    engine = await serve(sse_answer([sse.chunk_033(" a", finish="length"), sse.DONE]))
+    ticks = iter(range(100, 1000))
+    async with EngineClient(
+        engine.url, stream_transport=transport, clock_ns=lambda: next(ticks)
+    ) as client:
+        rec = await client.stream_completion(BODY, request_id="late", send_by_ns=99)
+    assert isinstance(rec.error, SendDeadlineError) and "late" in str(rec.error)
+    assert "0.000 ms past its send deadline" in str(rec.error)
+    assert rec.send_ns == rec.end_ns == 100 and rec.bytes_sent == 0 and not rec.ok
+    assert rec.http_status is None and rec.chunk_ns == []
+    assert engine.connections == 0 and engine.requests == []
+
+
+@TRANSPORTS
+async def test_send_deadline_is_judged_on_the_send_stamp(serve, sse, transport):
+    """Ticks 1, 2, ...: the provisional stamp (1) meets send_by_ns=1, the stamp as the head would
+    go out (2) does not, so nothing reaches the engine; the client stays usable afterwards."""
+    engine = await serve(sse_answer([sse.chunk_033(" a", finish="length"), sse.DONE]))
+    ticks = iter(range(1, 1000))
+    async with EngineClient(
+        engine.url, stream_transport=transport, clock_ns=lambda: next(ticks)
+    ) as client:
+        late = await client.stream_completion(BODY, request_id="late", send_by_ns=1)
+        assert engine.requests == []
+        on_time = await client.stream_completion(BODY, request_id="next", send_by_ns=10**6)
+    assert isinstance(late.error, SendDeadlineError) and late.send_ns == late.end_ns == 2
+    assert late.bytes_sent == 0 and late.http_status is None
+    assert on_time.ok and on_time.send_ns <= 10**6 and on_time.completion_tokens == 1
+    assert [r.headers["x-request-id"] for r in engine.requests] == ["next"]
 
 
 @TRANSPORTS

@@ -19,6 +19,7 @@ from narwhal_engine_client._errors import (
     EngineProtocolError,
     EngineStreamError,
     EngineTimeoutError,
+    SendDeadlineError,
     StreamCutError,
 )
 from narwhal_engine_client._evidence import evidence_sha256, gather_attestation, gather_identity
@@ -39,6 +40,7 @@ __all__ = [
     "MetricSample",
     "MetricsSnapshot",
     "ModelCard",
+    "SendDeadlineError",
     "StreamCutError",
     "StreamRecord",
     "StreamTransport",

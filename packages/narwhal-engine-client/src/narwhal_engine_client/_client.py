@@ -220,6 +220,7 @@ class EngineClient:
         request_id: str,
         timeout_s: float | None = None,
         keep_token_ids: bool = False,
+        send_by_ns: int | None = None,
     ) -> StreamRecord:
         """Stream one completion; request-level failures land in ``StreamRecord.error``.
 
@@ -227,6 +228,11 @@ class EngineClient:
         the clock starts. ``timeout_s`` is the whole-request deadline (default: the client's
         ``timeout_s``). ``X-Request-Id: request_id`` is always sent. With
         ``stream_transport="raw"`` the request goes over the raw HTTP/1.1 pool instead of httpx.
+
+        ``send_by_ns`` (a reading of the client's clock) makes the send conditional: when the
+        request's head would start onto the wire later than that, with the send time stamped,
+        nothing is written and the record carries a ``SendDeadlineError``. An open-loop load
+        generator uses it so an offer that is already too late is refused, never sent late.
         """
         if isinstance(body, bytes):
             content = body
@@ -235,7 +241,11 @@ class EngineClient:
         deadline_s = self.timeout_s if timeout_s is None else timeout_s
         if self._raw is not None:
             return await self._raw.stream(
-                content, request_id=request_id, deadline_s=deadline_s, keep_token_ids=keep_token_ids
+                content,
+                request_id=request_id,
+                deadline_s=deadline_s,
+                keep_token_ids=keep_token_ids,
+                send_by_ns=send_by_ns,
             )
         request = self._http.build_request(
             "POST",
@@ -251,4 +261,5 @@ class EngineClient:
             deadline_s=deadline_s,
             keep_token_ids=keep_token_ids,
             bytes_sent=len(content),
+            send_by_ns=send_by_ns,
         )

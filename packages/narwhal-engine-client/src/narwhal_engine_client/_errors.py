@@ -81,6 +81,10 @@ class EngineConnectError(EngineClientError):
     """The engine could not be reached (refused, DNS) or dropped the connection before answering."""
 
 
+class SendDeadlineError(EngineClientError):
+    """The request was not sent: its head could not start onto the wire by ``send_by_ns``."""
+
+
 class EngineProtocolError(EngineClientError):
     """A body, SSE event or metrics page could not be parsed or had the wrong types."""
 

@@ -25,6 +25,7 @@ from narwhal_engine_client._sse import (
     broken,
     describe,
     finish,
+    too_late,
 )
 
 if TYPE_CHECKING:
@@ -56,10 +57,19 @@ class Connection(asyncio.Protocol):
         self.error_parts: list[bytes] = []
 
     # -- driven by the pool --
-    def start(self, record: StreamRecord, consumer: Consumer, data: bytes) -> asyncio.Future[None]:
+    def start(
+        self, record: StreamRecord, consumer: Consumer, data: bytes, send_by_ns: int | None = None
+    ) -> asyncio.Future[None]:
         """Write one request (stamping ``send_ns`` just before); the future settles with the
-        record."""
+        record. Past ``send_by_ns`` nothing is written and the connection goes back to the pool.
+        """
         assert self.transport is not None
+        now = self.clock()
+        if too_late(record, now, send_by_ns):
+            done = self.loop.create_future()
+            done.set_result(None)
+            self.pool.release(self)
+            return done
         self.rec = record
         self.consumer = consumer
         self.busy = True
@@ -68,7 +78,7 @@ class Connection(asyncio.Protocol):
         self.received = 0
         self.error_parts = []
         waiter = self.waiter = self.loop.create_future()
-        record.send_ns = self.clock()
+        record.send_ns = now
         if self.closed:  # lost between the pool and here: nothing would ever answer
             record.end_ns = record.send_ns
             record.error = EngineConnectError(f"cannot reach {self.pool.origin}: connection lost")

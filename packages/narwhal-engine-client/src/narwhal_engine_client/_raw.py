@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from narwhal_engine_client._errors import EngineConnectError, EngineTimeoutError
 from narwhal_engine_client._http1 import Connection
-from narwhal_engine_client._sse import Consumer, StreamRecord, describe
+from narwhal_engine_client._sse import Consumer, StreamRecord, describe, too_late
 
 _FORBIDDEN_IN_HEADER = (b"\r", b"\n", b"\0")
 
@@ -69,7 +69,13 @@ class RawStreamPool:
         return f"RawStreamPool({self.origin!r})"
 
     async def stream(
-        self, content: bytes, *, request_id: str, deadline_s: float, keep_token_ids: bool
+        self,
+        content: bytes,
+        *,
+        request_id: str,
+        deadline_s: float,
+        keep_token_ids: bool,
+        send_by_ns: int | None = None,
     ) -> StreamRecord:
         """One streaming completion; request-level failures land in ``StreamRecord.error``."""
         if self._closed:
@@ -93,11 +99,13 @@ class RawStreamPool:
         consumer = Consumer(record, keep_token_ids)
         conn: Connection | None = None
         settled = False
+        record.send_ns = clock()  # replaced just before the request is written
+        if too_late(record, record.send_ns, send_by_ns):
+            return record
         try:
             async with asyncio.timeout(deadline_s):
-                record.send_ns = clock()  # replaced just before the request is written
                 conn = await self._acquire()
-                await conn.start(record, consumer, data)
+                await conn.start(record, consumer, data, send_by_ns)
                 settled = True
         except TimeoutError:
             if conn is None or conn.detach(record):

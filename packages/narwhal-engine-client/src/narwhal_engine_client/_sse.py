@@ -18,6 +18,7 @@ from narwhal_engine_client._errors import (
     EngineClientError,
     EngineProtocolError,
     EngineStreamError,
+    SendDeadlineError,
     StreamCutError,
 )
 
@@ -39,7 +40,9 @@ class StreamRecord:
     chunk whose ``choices`` is non-empty) and ``chunk_tokens[i]`` its token count:
     ``len(token_ids)`` when the engine sent token ids, else the growth of
     ``usage.completion_tokens`` (continuous usage stats), else 1. ``bytes_sent`` is the request body
-    size; ``bytes_received`` the response body bytes read.
+    size; ``bytes_received`` the response body bytes read. A request refused for its send deadline
+    (``SendDeadlineError``) was never written: ``send_ns`` is when that was decided, and
+    ``bytes_sent`` is 0.
     """
 
     request_id: str
@@ -236,6 +239,20 @@ def broken(record: StreamRecord, now: int, why: str) -> None:
     record.error = StreamCutError(
         f"connection broke after {len(record.chunk_ns)} content chunks: {why}"
     )
+
+
+def too_late(record: StreamRecord, now: int, send_by_ns: int | None) -> bool:
+    """Whether the request, about to be written at ``now``, is past ``send_by_ns``; if so the
+    record becomes a SendDeadlineError with ``send_ns = end_ns = now`` and nothing is sent."""
+    if send_by_ns is None or now <= send_by_ns:
+        return False
+    record.send_ns = record.end_ns = now
+    record.bytes_sent = 0
+    record.error = SendDeadlineError(
+        f"request {record.request_id} not sent: {(now - send_by_ns) / 1e6:.3f} ms past its "
+        "send deadline"
+    )
+    return True
 
 
 def describe(exc: BaseException) -> str:

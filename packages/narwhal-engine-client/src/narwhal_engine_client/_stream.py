@@ -25,9 +25,14 @@ from narwhal_engine_client._sse import (
     broken,
     describe,
     finish,
+    too_late,
 )
 
 __all__ = ["StreamRecord", "run_stream"]
+
+
+class _TooLate(Exception):
+    """Raised from the trace hook: the head would start past the send deadline; not sent."""
 
 
 async def run_stream(
@@ -39,9 +44,11 @@ async def run_stream(
     deadline_s: float,
     keep_token_ids: bool,
     bytes_sent: int,
+    send_by_ns: int | None = None,
 ) -> StreamRecord:
     """Send ``request`` and consume its SSE answer into a StreamRecord; never raises request-level
-    errors.
+    errors. With ``send_by_ns``, a request whose head would start later is not sent
+    (SendDeadlineError; httpx then closes the connection it had picked).
     """
     record = StreamRecord(request_id=request_id, send_ns=0, bytes_sent=bytes_sent)
     consumer = Consumer(record, keep_token_ids)
@@ -52,12 +59,16 @@ async def run_stream(
         # The send time is when the request head starts onto the wire, not when httpx started
         # preparing it: pool bookkeeping costs 0.5-3 ms, which would inflate every TTFT.
         if name == "http11.send_request_headers.started":
-            record.send_ns = clock_ns()
+            now = record.send_ns = clock_ns()
+            if send_by_ns is not None and now > send_by_ns:
+                raise _TooLate
 
     request.extensions["trace"] = trace
+    record.send_ns = clock_ns()  # replaced by the trace hook once the head is written
+    if too_late(record, record.send_ns, send_by_ns):
+        return record
     try:
         async with asyncio.timeout(deadline_s):
-            record.send_ns = clock_ns()  # replaced by the trace hook once the head is written
             response = await http.send(request, stream=True)
             record.http_status = response.status_code
             if response.status_code != 200:
@@ -77,6 +88,8 @@ async def run_stream(
                 broken(record, clock_ns(), describe(exc))
                 return record
             finish(record, consumer.done, clock_ns)
+    except _TooLate:
+        too_late(record, record.send_ns, send_by_ns)
     except (TimeoutError, httpx.TimeoutException) as exc:
         record.end_ns = clock_ns()
         what = describe(exc) if isinstance(exc, httpx.TimeoutException) else "deadline"
