@@ -7,6 +7,7 @@ import subprocess
 import sys
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -43,6 +44,36 @@ def test_default_limits_are_the_runbooks() -> None:
         out=Path("out"),
     )
     assert (settings.max_in_flight, settings.max_lag_s) == (64, 0.05)
+
+
+def test_transport_auto_is_raw_for_http_and_httpx_for_https() -> None:
+    """``--transport auto`` (the default) resolves against the base URL's scheme."""
+    fields: dict[str, Any] = {
+        "workload_path": Path("w.json"),
+        "rate": 1.0,
+        "requests": 1,
+        "ttft_s": Decimal("2"),
+        "tpot_s": Decimal("0.0333"),
+        "attainment": Decimal("0.95"),
+        "out": Path("out"),
+    }
+    plain = RunSettings(base_url="http://127.0.0.1:1", **fields)
+    tls = RunSettings(base_url="https://router.example", **fields)
+    assert plain.transport == tls.transport == "auto"
+    assert (plain.stream_transport, tls.stream_transport) == ("raw", "httpx")
+    chosen = RunSettings(base_url="http://127.0.0.1:1", transport="httpx", **fields)
+    assert chosen.stream_transport == "httpx" and chosen.arguments()["transport"] == "httpx"
+
+
+def test_raw_transport_with_an_https_base_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
+    """--transport raw has no TLS: an https:// base exits 2 naming both, and writes nothing."""
+    proc = cli("run", "--base", "https://router.example:8443", "--workload",
+               str(tmp_path / "w.json"), "--rate", "1", "--requests", "1", "--ttft", "2",
+               "--tpot", "0.0333", "--attainment", "0.95", "--out", str(tmp_path / "o"),
+               "--transport", "raw")  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "--transport raw" in proc.stderr and "https://router.example:8443" in proc.stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_bad_values_are_usage_errors(cli: Cli, tmp_path: Path) -> None:

@@ -64,6 +64,8 @@ def test_passing_rate_exits_0_with_complete_records(
     ):
         assert manifest[key], key  # fmt: skip
     assert manifest["limits"]["max_in_flight"] == 64 and manifest["limits"]["max_lag_s"] == 0.25
+    assert manifest["limits"]["stream_transport"] == "raw"  # --transport auto, http:// base
+    assert manifest["arguments"]["transport"] == "auto"
     assert "launcher/load_trial.py" in manifest["helper_files"]
     assert manifest["helper_digest"] == helper_digest(helper_files(LAUNCHER))
     assert manifest["workload_digest"] == hashlib.sha256(tiny_workload.read_bytes()).hexdigest()
@@ -173,16 +175,17 @@ def test_unreachable_base_is_a_blocking_error(
     assert "cannot list served models" in summary["error"]
 
 
-def test_raw_transport_runs_the_same_trial(
+def test_httpx_transport_runs_the_same_trial(
     cli: Cli, shared_fleet: SimFleet, tiny_workload: Path, tmp_path: Path
 ) -> None:
-    """--transport raw: same records and verdict through the router, and the manifest says so."""
-    out = tmp_path / "rate-20-raw"
+    """--transport httpx: same records and verdict through the router, and the manifest says so."""
+    out = tmp_path / "rate-20-httpx"
     proc = cli(*run_args(str(shared_fleet.router_url), tiny_workload, out, requests=12,
-                         attainment=0.75, transport="raw"))  # fmt: skip
+                         attainment=0.75, transport="httpx"))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     manifest, records, summary = read_run(out)
-    assert manifest["limits"]["stream_transport"] == "raw"
+    assert manifest["limits"]["stream_transport"] == "httpx"
+    assert manifest["arguments"]["transport"] == "httpx"
     assert sorted(r["sequence"] for r in records) == list(range(12))
     for record in records:
         RequestRecord.model_validate(record)

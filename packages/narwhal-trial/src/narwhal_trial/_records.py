@@ -45,7 +45,8 @@ class Limits(_Doc):
     stream_transport: Literal["httpx", "raw"] = Field(
         default="httpx",
         description="what carried the streaming requests: httpx, or the engine client's raw "
-        "HTTP/1.1 transport",
+        "HTTP/1.1 transport (``--transport auto`` resolved; manifests written before the raw "
+        "transport existed lack the key and mean httpx)",
     )
 
 

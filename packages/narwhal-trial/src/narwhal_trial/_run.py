@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from narwhal_engine_client import EngineClient, EngineClientError
+from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineError
 from narwhal_trial._drain import wait_drained
 from narwhal_trial._errors import TrialError, WorkloadError
 from narwhal_trial._files import atomic_write, make_private_dir
@@ -275,13 +275,14 @@ class _Trial:
     async def _offer(self, n: int, due: int, decided: int, flying: int) -> None:
         assert self.client is not None
         start = self.clock()
-        if start - due > self.limits.max_lag_ns:  # the task itself started too late to send in time
-            self.in_flight -= 1
-            self._finish(Outcome(n, self.ids[n], due, start, flying, miss="lag"))
-            return
         try:
+            # The lag limit is judged by the engine client on the send stamp itself: an offer whose
+            # head would start onto the wire more than max_lag after its due time is not sent.
             stream = await self.client.stream_completion(
-                self.bodies[n], request_id=self.ids[n], timeout_s=self.s.request_timeout_s
+                self.bodies[n],
+                request_id=self.ids[n],
+                timeout_s=self.s.request_timeout_s,
+                send_by_ns=due + self.limits.max_lag_ns,
             )
         except asyncio.CancelledError:
             self._finish(
@@ -299,6 +300,9 @@ class _Trial:
             return
         finally:
             self.in_flight -= 1
+        if isinstance(stream.error, SendDeadlineError):
+            self._finish(Outcome(n, self.ids[n], due, stream.send_ns, flying, miss="lag"))
+            return
         self._finish(Outcome(n, self.ids[n], due, decided, flying, stream=stream))
 
     def _finish(self, outcome: Outcome) -> None:

@@ -4,7 +4,9 @@ Offer n is due at ``t0 + n / rate`` on the monotonic clock, whatever happened to
 pacer sleeps until just before the due time and yields to the event loop for the last ``spin``
 nanoseconds, so timer rounding cannot make it late. At the due time an offer is a **schedule miss**
 (recorded, never sent) when ``max_in_flight`` requests are already in flight, or when it can no
-longer be sent within ``max_lag``.
+longer be sent within ``max_lag``. The lag is judged once more where it matters, on the send stamp
+taken as the request's head would start onto the wire (``EngineClient.stream_completion(...,
+send_by_ns=due + max_lag)``): an offer that got that far too late is a miss too, never a late send.
 """
 
 from __future__ import annotations

@@ -6,12 +6,17 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Literal
 
 from narwhal_engine_client import StreamTransport
 from narwhal_trial._drain import DEFAULT_GAUGES
 from narwhal_trial._errors import TrialUsageError
 
 RUN_FILES = ("manifest.json", "requests.jsonl", "summary.json")
+
+TransportChoice = Literal["auto", "httpx", "raw"]
+"""``--transport``: ``auto`` is the raw HTTP/1.1 transport for an ``http://`` base and httpx for
+``https://`` (the raw transport has no TLS)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +37,7 @@ class RunSettings:
     drain_timeout_s: float = 600.0
     drain_poll_s: float = 0.25
     drain_gauges: tuple[str, ...] = DEFAULT_GAUGES
-    stream_transport: StreamTransport = "httpx"
+    transport: TransportChoice = "auto"
     command: tuple[str, ...] = ()
     launcher: Path | None = None
 
@@ -64,17 +69,24 @@ class RunSettings:
             ),
             (bool(self.drain_gauges), "at least one --drain-gauge is needed"),
             (
-                self.stream_transport in ("httpx", "raw"),
-                f"--transport must be httpx or raw, got {self.stream_transport!r}",
+                self.transport in ("auto", "httpx", "raw"),
+                f"--transport must be auto, httpx or raw, got {self.transport!r}",
             ),
             (
-                self.stream_transport != "raw" or self.base_url.startswith("http://"),
-                "--transport raw needs an http:// --base",
+                self.transport != "raw" or self.base_url.startswith("http://"),
+                f"--transport raw needs an http:// --base (it has no TLS), got {self.base_url!r}",
             ),
         ]
         for ok, message in checks:
             if not ok:
                 raise TrialUsageError(message)
+
+    @property
+    def stream_transport(self) -> StreamTransport:
+        """What carries the streaming requests, ``auto`` resolved against the base URL."""
+        if self.transport == "auto":
+            return "raw" if self.base_url.startswith("http://") else "httpx"
+        return self.transport
 
     def arguments(self) -> dict[str, str | int | float | bool | list[str] | None]:
         """The arguments as the manifest records them."""
@@ -92,5 +104,5 @@ class RunSettings:
             "request_timeout": self.request_timeout_s,
             "drain_timeout": self.drain_timeout_s,
             "drain_gauges": list(self.drain_gauges),
-            "transport": self.stream_transport,
+            "transport": self.transport,
         }

@@ -1,0 +1,92 @@
+"""An offer the pacer dispatched on time but that could not reach the wire within ``--max-lag`` is a
+``client_schedule_miss``, never a late send (DESIGN §7: "cannot be sent within 50 ms of its due
+time ... is not sent").
+
+The run is in-process so the engine client's connection step can be slowed for chosen offers: the
+pacer decides them on time, then the head would start 200 ms late.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from narwhal_engine_client._raw import RawStreamPool
+from narwhal_sim.testing import SimFleet
+from narwhal_trial import RunSettings, run_trial
+
+from .conftest import journal_ids, read_run, wait_for
+
+pytestmark = pytest.mark.slow
+
+STALL_S = 0.2
+
+
+@pytest.mark.parametrize("transport", ["raw", "httpx"])
+def test_offers_stalled_before_the_wire_are_misses_not_late_sends(
+    shared_fleet: SimFleet,
+    tiny_workload: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    transport: str,
+) -> None:
+    """Offers 1, 3, 5, 7 and 9 stall 200 ms on their way to the wire: each is recorded as a lag
+    miss, unsent, and never reaches the router; every sent offer left within the lag limit."""
+    calls = [0]
+
+    def stalled(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls[0] += 1  # call 1 is the warm-up, call k + 2 is offer k
+            if calls[0] >= 2 and (calls[0] - 2) % 2 == 1:
+                await asyncio.sleep(STALL_S)
+            return await original(*args, **kwargs)
+
+        return wrapper
+
+    if transport == "raw":
+        monkeypatch.setattr(RawStreamPool, "_acquire", stalled(RawStreamPool._acquire))
+    else:
+        monkeypatch.setattr(
+            httpx.AsyncHTTPTransport,
+            "handle_async_request",
+            stalled(httpx.AsyncHTTPTransport.handle_async_request),
+        )
+    before = set(journal_ids(shared_fleet))
+    out = tmp_path / "run"
+    settings = RunSettings(
+        base_url=str(shared_fleet.router_url),
+        workload_path=tiny_workload,
+        rate=20.0,
+        requests=10,
+        ttft_s=Decimal(2),
+        tpot_s=Decimal("0.0333"),
+        attainment=Decimal("0.5"),
+        out=out,
+        max_lag_s=0.05,
+        transport=transport,  # type: ignore[arg-type]
+    )
+    summary = run_trial(settings)
+    _, records, doc = read_run(out)
+    by_seq = {r["sequence"]: r for r in records}
+    assert sorted(by_seq) == list(range(10))
+    stalled_offers = [1, 3, 5, 7, 9]
+    for n in stalled_offers:
+        rec = by_seq[n]
+        assert rec["status"] == "client_schedule_miss" and rec["miss_reason"] == "lag", rec
+        assert not rec["sent"] and rec["bytes_sent"] == 0 and rec["lag_s"] >= STALL_S
+        assert "beyond the lag limit" in rec["error"]
+    sent = [r for r in records if r["sent"]]
+    assert sent and all(r["lag_s"] <= 0.05 for r in sent)
+    assert not summary.client_schedule_valid and not doc["client_schedule_valid"]
+    assert doc["schedule_misses"]["lag"] >= len(stalled_offers)
+    assert summary.exit_code == 2
+    wait_for(lambda: len(set(journal_ids(shared_fleet)) - before) >= len(sent) + 1, what="journal")
+    reached = set(journal_ids(shared_fleet)) - before
+    assert {by_seq[n]["request_id"] for n in stalled_offers}.isdisjoint(reached)
+    assert {r["request_id"] for r in sent} <= reached
