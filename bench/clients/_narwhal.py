@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,12 @@ def available() -> str | None:
 
 
 def run(
-    row: Row, url: str, folder: Path, *, transport: str = "httpx"
+    row: Row, url: str, folder: Path, *, transport: str = "auto", extra: Sequence[str] = ()
 ) -> tuple[Finished, ClientReport, list[str]]:
     """Prepare a workload of the row's shape against ``url``, then run the trial, pinned.
 
-    ``transport`` is the trial's ``--transport`` (``httpx``, the default, or ``raw``).
+    ``transport`` is the trial's ``--transport`` (``auto``, the default: raw over http://;
+    ``raw`` or ``httpx``). ``extra`` is appended to the ``run`` command line.
     """
     prepared = run_measured(
         [
@@ -82,6 +84,7 @@ def run(
         str(folder / "run"),
         "--transport",
         transport,
+        *extra,
     ]
     done = run_measured(
         argv, cwd=REPO, log=folder / "client.log", timeout_s=row.requests / row.rate + 300

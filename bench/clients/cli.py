@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from . import _limit as _limit_study
 from . import _narwhal, _peers, _venvs
 from ._levers import stream_cost
 from ._measures import ClientReport, RowResult, evaluate, load_stamps
@@ -27,7 +28,9 @@ from ._report import detail, machine, table
 from ._rows import ROWS, Row, select_rows
 
 REPO = Path(__file__).resolve().parents[2]
-CLIENTS = ("narwhal", "narwhal-raw", "aiperf", "guidellm")
+CLIENTS = ("narwhal", "narwhal-httpx", "aiperf", "guidellm")
+"""``narwhal`` is the trial as operators run it (``--transport auto``: raw over http://);
+``narwhal-httpx`` forces the httpx transport."""
 Runner = Callable[[Row, str, Path], tuple[Finished, ClientReport, list[str]]]
 
 
@@ -55,7 +58,51 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="instead of the table: CPU per streamed chunk of httpx, aiohttp and a bare "
         "asyncio protocol, asyncio and uvloop (in the AIPerf venv, which has them all)",
     )
+    limit = parser.add_argument_group(
+        "limit study", "--limit: instead of the table, find the highest rate narwhal keeps valid"
+    )
+    limit.add_argument("--limit", action="store_true", help="run the limit study")
+    limit.add_argument("--limit-start", type=float, default=500.0, help="first rate (req/s)")
+    limit.add_argument("--limit-step", type=float, default=250.0, help="climb step (req/s)")
+    limit.add_argument("--limit-seconds", type=float, default=6.0, help="seconds of offers a probe")
+    limit.add_argument("--limit-refine", type=int, default=3, help="bisections after the climb")
+    limit.add_argument(
+        "--limit-max-in-flight", type=int, default=1024, help="the trial's --max-in-flight"
+    )
     return parser.parse_args(argv)
+
+
+def _limit(args: argparse.Namespace, out: Path) -> int:
+    host = machine()
+    print(f"[machine] nproc {host['nproc']}, {host['cpu_model']}; {pinning_note()}", flush=True)
+    try:
+        probes, good, bad = _limit_study.study(
+            out,
+            start=args.limit_start,
+            step=args.limit_step,
+            seconds=args.limit_seconds,
+            refine=args.limit_refine,
+            max_in_flight=args.limit_max_in_flight,
+        )
+    except BenchError as exc:
+        print(f"bench_clients: {exc}", file=sys.stderr)
+        return 1
+    text = _limit_study.report(probes, good, bad, args.limit_max_in_flight)
+    text = f"Machine: nproc {host['nproc']}, {host['cpu_model']}; {pinning_note()}.\n\n{text}"
+    (out / "limit.md").write_text(text)
+    doc = {
+        "format": "narwhal.bench.limit",
+        "format_version": 1,
+        "machine": host,
+        "highest_valid_rate": good,
+        "lowest_invalid_rate": bad,
+        "probes": [dataclasses.asdict(p) for p in probes],
+    }
+    (out / "limit.json").write_text(json.dumps(doc, indent=2) + "\n")
+    print()
+    print(text)
+    print(f"results and logs in {out}")
+    return 0 if probes else 1
 
 
 def _stream_cost(args: argparse.Namespace, out: Path) -> int:
@@ -95,10 +142,10 @@ def _runners(
     runners: dict[str, Runner] = {}
     peers: dict[str, _venvs.Venv] = {}
     for name in clients:
-        if name in ("narwhal", "narwhal-raw"):
+        if name in ("narwhal", "narwhal-httpx"):
             why = _narwhal.available()
             if why is None:
-                transport = "raw" if name == "narwhal-raw" else "httpx"
+                transport = "httpx" if name == "narwhal-httpx" else "auto"
                 runners[name] = functools.partial(_narwhal.run, transport=transport)
             else:
                 skipped[name] = why
@@ -163,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.stream_cost:
         return _stream_cost(args, out)
+    if args.limit:
+        return _limit(args, out)
     host = machine()
     print(
         f"[machine] nproc {host['nproc']}, {host['cpu_model']}, Linux {host['kernel']}, "
