@@ -43,11 +43,11 @@ def test_miss_reason() -> None:
 
 
 async def test_wait_until_sleeps_then_yields() -> None:
-    """The pacer sleeps to 2 ms before the due time, then only yields until it arrives."""
+    """The pacer sleeps to 1.2 ms before the due time, then only yields until it arrives."""
     clock = FakeClock()
     now = await wait_until(100 * MS, clock, clock.sleep)
     assert now >= 100 * MS
-    assert clock.sleeps[0] == pytest.approx(0.098)
+    assert clock.sleeps[0] == pytest.approx(0.0988)
     assert all(s == 0 for s in clock.sleeps[1:])
 
 
