@@ -3,7 +3,9 @@
 Definitions (issue 8):
 
 * **arrival lag**: the server-observed arrival of the i-th measured request (sorted) minus the
-  ideal constant schedule ``t0 + i / rate``, with t0 aligned to the first arrival. When the client
+  ideal constant schedule ``t0 + i / rate``, with t0 the earliest ``arrival_i - i / rate`` (so the
+  best-placed request has lag 0 and none is negative; aligning to the first arrival instead made
+  every lag negative whenever request 0 alone was a millisecond late). When the client
   names each request's sequence number (narwhal-trial does; it may record offers as misses and
   never send them), i is that number instead of the arrival rank.
 * **server TTFT**: first chunk's send stamp minus arrival; **server TPOT**: (last chunk - first
@@ -94,7 +96,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 def arrival_lags_s(
     stamps: Sequence[ServerStamp], rate: float, sequence: dict[str, int] | None = None
 ) -> list[float]:
-    """Each measured arrival minus the ideal constant schedule aligned to the first arrival.
+    """Each measured arrival minus the ideal constant schedule, aligned so the smallest lag is 0.
 
     Request i is the i-th arrival, or the client's own sequence number when ``sequence`` names
     every request.
@@ -106,7 +108,7 @@ def arrival_lags_s(
         slots = [sequence[s.request_id] for s in ordered]
     else:
         slots = list(range(len(ordered)))
-    t0 = ordered[0].arrival_ns / 1e9 - slots[0] / rate
+    t0 = min(s.arrival_ns / 1e9 - n / rate for s, n in zip(ordered, slots, strict=True))
     return [s.arrival_ns / 1e9 - t0 - n / rate for s, n in zip(ordered, slots, strict=True)]
 
 
