@@ -20,6 +20,7 @@ from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineE
 from narwhal_trial._drain import wait_drained
 from narwhal_trial._errors import TrialError, WorkloadError
 from narwhal_trial._files import atomic_write, make_private_dir
+from narwhal_trial._gcpause import gc_paused
 from narwhal_trial._judge import Bounds, Outcome, judge, status_of
 from narwhal_trial._loopmon import LoopLagMonitor
 from narwhal_trial._manifest import build_manifest
@@ -144,7 +145,7 @@ class _Trial:
             ) as client:
                 self.client = client
                 await self._guard(self._before(client))
-                await self._measure(client)
+                await self._measure()
         except _Interrupted:
             self.facts.interrupted = True
         except TrialError as exc:
@@ -213,7 +214,11 @@ class _Trial:
         )
         self.facts.drain_s.append(took)
 
-    async def _measure(self, client: EngineClient) -> None:
+    async def _measure(self) -> None:
+        with gc_paused():
+            await self._offer_all()
+
+    async def _offer_all(self) -> None:
         monitor = LoopLagMonitor(self.clock)
         before = resource.getrusage(resource.RUSAGE_SELF)
         self.t0 = self.clock() + START_LEAD_NS
