@@ -478,6 +478,43 @@ async def test_send_deadline_is_judged_on_the_send_stamp(serve, sse, transport):
     assert [r.headers["x-request-id"] for r in engine.requests] == ["next"]
 
 
+async def test_preconnect_opens_idle_connections_the_streams_then_use(serve, sse):
+    """raw: preconnect(3) opens three connections; three concurrent streams reuse them, none
+    connects again. Bounded by max_connections."""
+    engine = await serve(sse_answer([sse.chunk_033(" a", finish="length"), sse.DONE]))
+    async with EngineClient(engine.url, stream_transport="raw", max_connections=8) as client:
+        assert await client.preconnect(3) == 3
+        assert await client.preconnect(2) == 3  # already enough idle: nothing more opened
+        records = await asyncio.gather(
+            *(client.stream_completion(BODY, request_id=f"r{i}") for i in range(3))
+        )
+        assert all(r.ok for r in records)
+        assert await client.preconnect(100) == 8  # capped at max_connections
+    assert engine.connections == 8 and len(engine.requests) == 3
+
+
+async def test_preconnect_is_a_no_op_on_httpx(serve, sse):
+    """httpx keeps no pool of its own to fill: preconnect returns 0 and opens nothing."""
+    engine = await serve(sse_answer([sse.chunk_033(" a", finish="length"), sse.DONE]))
+    async with EngineClient(engine.url, stream_transport="httpx") as client:
+        assert await client.preconnect(4) == 0
+        with pytest.raises(ValueError, match="-1"):
+            await client.preconnect(-1)
+    assert engine.connections == 0
+
+
+async def test_preconnect_to_a_closed_port_is_a_connect_error(closed_port):
+    """A refused connect during preconnect raises EngineConnectError naming the origin, and gives
+    its slot back: with one connection allowed, the next stream still tries to connect (a leaked
+    slot would leave it waiting until its deadline, an EngineTimeoutError)."""
+    url = f"http://127.0.0.1:{closed_port}"
+    async with EngineClient(url, stream_transport="raw", max_connections=1, timeout_s=5) as client:
+        with pytest.raises(EngineConnectError, match=f"127.0.0.1:{closed_port}"):
+            await client.preconnect(2)
+        rec = await client.stream_completion(BODY, request_id="after")
+    assert isinstance(rec.error, EngineConnectError)
+
+
 @TRANSPORTS
 async def test_content_length_and_close_delimited_sse_bodies(serve, sse, transport):
     """An SSE body framed by Content-Length, or by closing the connection, parses the same."""

@@ -65,6 +65,8 @@ def test_passing_rate_exits_0_with_complete_records(
         assert manifest[key], key  # fmt: skip
     assert manifest["limits"]["max_in_flight"] == 64 and manifest["limits"]["max_lag_s"] == 0.25
     assert manifest["limits"]["stream_transport"] == "raw"  # --transport auto, http:// base
+    # connections opened ahead: rate x warm-up duration x 1.25 + 1, so at least 2 at 20 req/s
+    assert 2 <= summary["client"]["preconnected"] <= 64
     assert manifest["arguments"]["transport"] == "auto"
     assert "launcher/load_trial.py" in manifest["helper_files"]
     assert manifest["helper_digest"] == helper_digest(helper_files(LAUNCHER))
@@ -186,6 +188,7 @@ def test_httpx_transport_runs_the_same_trial(
     manifest, records, summary = read_run(out)
     assert manifest["limits"]["stream_transport"] == "httpx"
     assert manifest["arguments"]["transport"] == "httpx"
+    assert summary["client"]["preconnected"] == 0  # httpx keeps no pool to fill ahead
     assert sorted(r["sequence"] for r in records) == list(range(12))
     for record in records:
         RequestRecord.model_validate(record)

@@ -125,6 +125,20 @@ class EngineClient:
     ) -> None:
         await self.aclose()
 
+    async def preconnect(self, count: int) -> int:
+        """Open keep-alive connections for ``stream_completion`` ahead of time, so the first
+        ``count`` concurrent streams do not each pay a TCP connect; returns how many are idle.
+
+        Only the raw stream transport keeps such a pool (httpx opens connections per request):
+        with ``stream_transport="httpx"`` this does nothing and returns 0. Bounded by
+        ``max_connections``; a failed connect raises EngineConnectError or EngineTimeoutError.
+        """
+        if count < 0:
+            raise ValueError(f"count must not be negative, got {count}")
+        if self._raw is None:
+            return 0
+        return await self._raw.preconnect(count)
+
     async def aclose(self) -> None:
         """Close the connection pools."""
         try:

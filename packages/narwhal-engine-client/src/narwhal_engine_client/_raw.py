@@ -163,6 +163,39 @@ class RawStreamPool:
             if got is not None and got.usable:
                 return got  # (one that closed on its way here already freed its slot)
 
+    async def preconnect(self, count: int, *, batch: int = 32) -> int:
+        """Open idle connections until ``count`` are idle (at most ``max_connections`` open), at
+        most ``batch`` connects at a time; returns the number idle. EngineConnectError or
+        EngineTimeoutError when a connect fails."""
+        if self._closed:
+            raise RuntimeError("the engine client has been closed")
+        target = min(count, self._max)
+        while len(self._idle) < target and self._open < self._max:
+            wave = min(batch, target - len(self._idle), self._max - self._open)
+            self._open += wave
+            results = await asyncio.gather(
+                *(self._connect() for _ in range(wave)), return_exceptions=True
+            )
+            failure: BaseException | None = None
+            for result in results:
+                if isinstance(result, Connection):
+                    self.release(result)
+                else:
+                    self._open -= 1  # that connect never took its slot
+                    self._wake()
+                    failure = failure or result
+            if isinstance(failure, _ConnectTimeout):
+                raise EngineTimeoutError(
+                    f"cannot connect to {self.origin} within {self._connect_timeout_s:g} s"
+                ) from failure
+            if isinstance(failure, OSError):
+                raise EngineConnectError(
+                    f"cannot reach {self.origin}: {describe(failure)}"
+                ) from failure
+            if failure is not None:
+                raise failure
+        return len(self._idle)
+
     async def _connect(self) -> Connection:
         loop = asyncio.get_running_loop()
         try:

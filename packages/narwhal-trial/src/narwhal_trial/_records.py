@@ -152,6 +152,11 @@ class ClientUsage(_Doc):
     bytes_received: int
     event_loop_lag_s: Distribution
     scheduling_lag_s: Distribution
+    preconnected: int = Field(
+        default=0,
+        description="keep-alive connections opened after the last drain, before the first offer "
+        "(raw transport: about rate x the warm-up's duration x 1.25, at most --max-in-flight)",
+    )
 
 
 class Summary(_Doc):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import resource
 import signal
 import sys
@@ -203,6 +204,18 @@ class _Trial:
                 f"warm-up returned {warm.completion_tokens} of {w.output_tokens} output tokens"
             )
         await self._drain(client)
+        await self._preconnect(client, (warm.end_ns or warm.send_ns) - warm.send_ns)
+
+    async def _preconnect(self, client: EngineClient, warm_ns: int) -> None:
+        """Open about as many connections as will be in flight (rate x the warm-up's duration,
+        plus a quarter), so the first offers do not each pay a TCP connect at their due time."""
+        want = min(self.s.max_in_flight, math.ceil(self.s.rate * warm_ns / 1e9 * 1.25) + 1)
+        try:
+            self.facts.preconnected = await client.preconnect(want)
+        except EngineClientError as exc:
+            raise TrialError(
+                f"cannot open {want} connections to {self.s.base_url} before the run: {exc}"
+            ) from exc
 
     async def _drain(self, client: EngineClient) -> None:
         took = await wait_drained(

@@ -32,6 +32,7 @@ class RunFacts:
     cpu_system_s: float = 0.0
     peak_rss_bytes: int = 0
     loop_lag_s: list[float] = field(default_factory=list)
+    preconnected: int = 0
     warmup_status: str | None = None
     drain_s: list[float] = field(default_factory=list)
     interrupted: bool = False
@@ -107,6 +108,7 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> Summary:
                 bytes_received=sum(r.bytes_received for r in records),
                 event_loop_lag_s=_dist(facts.loop_lag_s),
                 scheduling_lag_s=_dist(lags),
+                preconnected=facts.preconnected,
             ),
             "warmup_status": facts.warmup_status,
             "drain_s": facts.drain_s,
