@@ -12,14 +12,14 @@ near 750 req/s).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import _narwhal
-from ._measures import evaluate, load_stamps
-from ._proc import Counterpart
+from ._one_run import run_one
 from ._rows import TTFT_MS, Row
 
 
@@ -44,26 +44,8 @@ class Probe:
 def _probe(rate: float, seconds: float, max_in_flight: int, folder: Path) -> Probe:
     requests = max(1, round(rate * seconds))
     row = Row(f"limit-{rate:g}", rate, requests, 512, 16, TTFT_MS, 5.0)
-    folder.mkdir(parents=True, exist_ok=True)
-    server = Counterpart(folder, ttft_ms=row.ttft_ms, token_ms=row.token_ms)
-    try:
-        done, report, _ = _narwhal.run(
-            row, server.url, folder, extra=("--max-in-flight", str(max_in_flight))
-        )
-    finally:
-        stamps = server.stop()
-    result = evaluate(
-        client="narwhal",
-        row_name=row.name,
-        rate=rate,
-        requests=requests,
-        output_tokens=row.output_tokens,
-        stamps=load_stamps(stamps),
-        report=report,
-        cpu_s=done.cpu_s,
-        exit_code=done.exit_code,
-        wall_s=done.wall_s,
-    )
+    runner = functools.partial(_narwhal.run, extra=("--max-in-flight", str(max_in_flight)))
+    result, _ = run_one("narwhal", runner, row, folder)
     run = folder / "run"
     summary: dict[str, Any] = json.loads((run / "summary.json").read_text())
     limit_s = json.loads((run / "manifest.json").read_text())["limits"]["max_lag_s"]

@@ -15,23 +15,22 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from . import _limit as _limit_study
 from . import _narwhal, _peers, _venvs
 from ._levers import stream_cost
-from ._measures import ClientReport, RowResult, evaluate, load_stamps
-from ._proc import BenchError, Counterpart, Finished, pinning_note, run_measured
+from ._measures import RowResult
+from ._one_run import Runner, run_one
+from ._proc import BenchError, pinning_note, run_measured
 from ._report import detail, machine, table
-from ._rows import ROWS, Row, select_rows
+from ._rows import ROWS, select_rows
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENTS = ("narwhal", "narwhal-httpx", "aiperf", "guidellm")
 """``narwhal`` is the trial as operators run it (``--transport auto``: raw over http://);
 ``narwhal-httpx`` forces the httpx transport."""
-Runner = Callable[[Row, str, Path], tuple[Finished, ClientReport, list[str]]]
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -169,29 +168,6 @@ def _runners(
     return {name: runners[name] for name in clients if name in runners}
 
 
-def _one(client: str, runner: Runner, row: Row, folder: Path) -> tuple[RowResult, list[str]]:
-    folder.mkdir(parents=True, exist_ok=True)
-    server = Counterpart(folder, ttft_ms=row.ttft_ms, token_ms=row.token_ms)
-    try:
-        done, report, argv = runner(row, server.url, folder)
-    finally:
-        stamps_path = server.stop()
-    result = evaluate(
-        client=client,
-        row_name=row.name,
-        rate=row.rate,
-        requests=row.requests,
-        output_tokens=row.output_tokens,
-        stamps=load_stamps(stamps_path),
-        report=report,
-        cpu_s=done.cpu_s,
-        exit_code=done.exit_code,
-        wall_s=done.wall_s,
-        server_cpu_s=server.cpu_s,
-    )
-    return result, argv
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen rows and clients; print the table. Exit 0, or 1 when nothing ran."""
     args = _parse(argv)
@@ -227,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             load = os.getloadavg()[0]
             print(f"[run] {row.name} {client}: {row.label} (load {load:.2f}) ...", flush=True)
             try:
-                result, cmd = _one(client, runner, row, out / row.name / client)
+                result, cmd = run_one(client, runner, row, out / row.name / client)
             except BenchError as exc:
                 print(f"[run] {row.name} {client} failed: {exc}", flush=True)
                 skipped[f"{client} on {row.name}"] = str(exc)
