@@ -9,7 +9,7 @@ pacer decides them on time, then the head would start 200 ms late.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextvars
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -38,25 +38,35 @@ def test_offers_stalled_before_the_wire_are_misses_not_late_sends(
 ) -> None:
     """Offers 1, 3, 5, 7 and 9 stall 200 ms on their way to the wire: each is recorded as a lag
     miss, unsent, and never reaches the router; every sent offer left within the lag limit."""
-    calls = [0]
+    current: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 
-    def stalled(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            calls[0] += 1  # call 1 is the warm-up, call k + 2 is offer k
-            if calls[0] >= 2 and (calls[0] - 2) % 2 == 1:
+    def stalls(request_id: str) -> bool:  # offers are <run id>-<6-digit sequence>
+        tail = request_id.rpartition("-")[2]
+        return tail.isdigit() and int(tail) % 2 == 1
+
+    if transport == "raw":  # stall while waiting for a connection, after the pacer let it go
+        stream, acquire = RawStreamPool.stream, RawStreamPool._acquire
+
+        async def named_stream(self: RawStreamPool, content: bytes, **kw: Any) -> Any:
+            current.set(kw["request_id"])  # each offer runs in its own task and context
+            return await stream(self, content, **kw)
+
+        async def slow_acquire(self: RawStreamPool) -> Any:
+            if stalls(current.get()):
                 await asyncio.sleep(STALL_S)
-            return await original(*args, **kwargs)
+            return await acquire(self)
 
-        return wrapper
+        monkeypatch.setattr(RawStreamPool, "stream", named_stream)
+        monkeypatch.setattr(RawStreamPool, "_acquire", slow_acquire)
+    else:  # stall inside httpx, before httpcore writes the head (where the trace hook checks)
+        handle = httpx.AsyncHTTPTransport.handle_async_request
 
-    if transport == "raw":
-        monkeypatch.setattr(RawStreamPool, "_acquire", stalled(RawStreamPool._acquire))
-    else:
-        monkeypatch.setattr(
-            httpx.AsyncHTTPTransport,
-            "handle_async_request",
-            stalled(httpx.AsyncHTTPTransport.handle_async_request),
-        )
+        async def slow_handle(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> Any:
+            if stalls(request.headers.get("x-request-id", "")):
+                await asyncio.sleep(STALL_S)
+            return await handle(self, request)
+
+        monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", slow_handle)
     before = set(journal_ids(shared_fleet))
     out = tmp_path / "run"
     settings = RunSettings(
