@@ -201,8 +201,6 @@ def _record(**changes: object) -> StreamRecord:
         send_ns=0,
         chunk_ns=[10, 20],
         chunk_tokens=[1, 1],
-        first_token_ns=10,
-        last_token_ns=20,
         end_ns=30,
         http_status=200,
         prompt_tokens=4,

@@ -26,8 +26,6 @@ def _stream(ttft_ms: float = 500, tpot_ms: float = 20, tokens: int = 128) -> Str
         send_ns=send,
         chunk_ns=[first, last],
         chunk_tokens=[1, tokens - 1],
-        first_token_ns=first,
-        last_token_ns=last,
         end_ns=last + MS,
         http_status=200,
         prompt_tokens=8192,

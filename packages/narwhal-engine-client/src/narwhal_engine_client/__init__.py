@@ -24,7 +24,7 @@ from narwhal_engine_client._errors import (
 )
 from narwhal_engine_client._evidence import evidence_sha256, gather_attestation, gather_identity
 from narwhal_engine_client._metrics import MetricFamily, MetricSample, MetricsSnapshot
-from narwhal_engine_client._replies import ModelCard, TokenizeResult
+from narwhal_engine_client._replies import ModelCard, TokenizeResult, select_model
 from narwhal_engine_client._sse import StreamRecord
 
 __all__ = [
@@ -50,5 +50,6 @@ __all__ = [
     "evidence_sha256",
     "gather_attestation",
     "gather_identity",
+    "select_model",
     "sha256_hex",
 ]

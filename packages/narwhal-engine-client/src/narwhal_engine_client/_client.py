@@ -24,6 +24,7 @@ from narwhal_engine_client._replies import (
     ModelCard,
     TokenizeResult,
     decode_json,
+    json_object,
     parse_detokenize,
     parse_models,
     parse_tokenize,
@@ -170,8 +171,10 @@ class EngineClient:
                 f"{method} {self.base_url}{path}: {type(exc).__name__}: {exc}"
             ) from exc
 
-    async def _json(self, method: str, path: str, *, body: Any = None) -> Any:
-        response = await self._call(method, path, body=body)
+    async def _json(
+        self, method: str, path: str, *, body: Any = None, headers: dict[str, str] | None = None
+    ) -> Any:
+        response = await self._call(method, path, body=body, headers=headers)
         if response.status_code != 200:
             raise http_error(response.status_code, response.content, response.reason_phrase)
         return decode_json(response.content, f"{method} {path}")
@@ -217,15 +220,9 @@ class EngineClient:
         self, body: Mapping[str, Any], *, request_id: str | None = None
     ) -> dict[str, Any]:
         """Non-streaming ``POST /v1/completions``; the JSON answer. EngineHTTPError on non-200."""
-        path = "/v1/completions"
         extra = {"X-Request-Id": request_id} if request_id is not None else None
-        response = await self._call("POST", path, body=dict(body), headers=extra)
-        if response.status_code != 200:
-            raise http_error(response.status_code, response.content, response.reason_phrase)
-        doc = decode_json(response.content, f"POST {path}")
-        if not isinstance(doc, dict):
-            raise EngineProtocolError(f"POST {path}: expected a JSON object")
-        return doc
+        doc = await self._json("POST", "/v1/completions", body=dict(body), headers=extra)
+        return json_object(doc, "POST /v1/completions")
 
     async def stream_completion(
         self,

@@ -7,28 +7,14 @@ from typing import Any
 
 from narwhal_engine_client._canonical import canonical_json, sha256_hex
 from narwhal_engine_client._client import EngineClient
-from narwhal_engine_client._errors import ContractMismatchError, EngineClientError
+from narwhal_engine_client._errors import ContractMismatchError
 from narwhal_engine_client._metrics import MetricsSnapshot
-from narwhal_engine_client._replies import ModelCard
+from narwhal_engine_client._replies import is_int, select_model
 
 
 def evidence_sha256(doc: Mapping[str, Any]) -> str:
     """SHA-256 hex of the canonical JSON of ``doc``; for an identity document, the generation."""
     return sha256_hex(canonical_json(doc))
-
-
-def _select(cards: list[ModelCard], model: str | None, url: str) -> ModelCard:
-    served = ", ".join(c.id for c in cards) or "none"
-    if model is not None:
-        for card in cards:
-            if card.id == model:
-                return card
-        raise EngineClientError(f"{url} does not serve model {model!r} (served: {served})")
-    if len(cards) == 1:
-        return cards[0]
-    if not cards:
-        raise EngineClientError(f"{url} lists no model in /v1/models")
-    raise EngineClientError(f"{url} serves several models ({served}); set `model` to choose one")
 
 
 async def _facts(
@@ -37,7 +23,7 @@ async def _facts(
     cards = await client.models()
     if model is None and len(cards) > 1 and any(c.id == fallback for c in cards):
         model = fallback
-    card = _select(cards, model, client.base_url)
+    card = select_model(cards, model, client.base_url)
     version = await client.version()
     snapshot = await client.metrics()
     identity = {
@@ -106,13 +92,9 @@ def _matches(key: str, expected: Any, live: Any) -> bool:
     if live is None:
         return False
     if key in ("max_model_len", "block_size"):
-        return _int_like(expected) and _int_like(live) and bool(expected == live)
+        return is_int(expected) and is_int(live) and bool(expected == live)
     if key == "prefix_caching":
         return isinstance(expected, bool) and isinstance(live, bool) and expected is live
     if key in ("model", "root", "version"):
         return isinstance(expected, str) and isinstance(live, str) and expected == live
     return isinstance(live, str) and str(expected) == live
-
-
-def _int_like(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from narwhal_engine_client._errors import EngineProtocolError
+from narwhal_engine_client._errors import EngineClientError, EngineProtocolError
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,22 @@ class TokenizeResult:
     tokens: list[int]
 
 
+def select_model(cards: list[ModelCard], model: str | None, where: str) -> ModelCard:
+    """The card served as ``model``; without ``model``, the only card listed. EngineClientError
+    naming ``where`` (the engine's URL) and what is served otherwise."""
+    served = ", ".join(c.id for c in cards) or "none"
+    if model is not None:
+        for card in cards:
+            if card.id == model:
+                return card
+        raise EngineClientError(f"{where} does not serve model {model!r} (served: {served})")
+    if len(cards) == 1:
+        return cards[0]
+    if not cards:
+        raise EngineClientError(f"{where} lists no model in /v1/models")
+    raise EngineClientError(f"{where} serves several models ({served}); set `model` to choose one")
+
+
 def decode_json(content: bytes, what: str) -> Any:
     """Parse a JSON body or raise EngineProtocolError naming the endpoint."""
     try:
@@ -41,18 +57,20 @@ def decode_json(content: bytes, what: str) -> Any:
         raise EngineProtocolError(f"{what}: body is not JSON: {content[:200]!r}") from exc
 
 
-def _object(doc: Any, what: str) -> dict[str, Any]:
+def json_object(doc: Any, what: str) -> dict[str, Any]:
+    """``doc`` when it is a JSON object, else EngineProtocolError naming ``what``."""
     if not isinstance(doc, dict):
         raise EngineProtocolError(f"{what}: expected a JSON object, got {_short(doc)}")
     return doc
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """An int that is not a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _positive_int(value: Any, what: str) -> int:
-    if not _is_int(value) or value <= 0:
+    if not is_int(value) or value <= 0:
         raise EngineProtocolError(
             f"{what}: max_model_len must be a positive integer, got {value!r}"
         )
@@ -67,12 +85,12 @@ def _short(value: Any) -> str:
 def parse_models(doc: Any) -> list[ModelCard]:
     """Parse ``{"object": "list", "data": [ModelCard...]}``."""
     what = "GET /v1/models"
-    data = _object(doc, what).get("data")
+    data = json_object(doc, what).get("data")
     if not isinstance(data, list):
         raise EngineProtocolError(f"{what}: 'data' must be a list, got {_short(data)}")
     cards: list[ModelCard] = []
     for entry in data:
-        card = _object(entry, what)
+        card = json_object(entry, what)
         model_id = card.get("id")
         if not isinstance(model_id, str) or not model_id:
             raise EngineProtocolError(
@@ -93,22 +111,22 @@ def parse_models(doc: Any) -> list[ModelCard]:
 def parse_tokenize(doc: Any) -> TokenizeResult:
     """Parse ``{"count", "max_model_len", "tokens", ...}``; max_model_len must be positive."""
     what = "POST /tokenize"
-    body = _object(doc, what)
+    body = json_object(doc, what)
     limit = _positive_int(body.get("max_model_len"), what)
     tokens = body.get("tokens")
-    if not isinstance(tokens, list) or not all(_is_int(t) for t in tokens):
+    if not isinstance(tokens, list) or not all(is_int(t) for t in tokens):
         raise EngineProtocolError(
             f"{what}: 'tokens' must be a list of integers, got {_short(tokens)}"
         )
     count = body.get("count", len(tokens))
-    if not _is_int(count) or count < 0:
+    if not is_int(count) or count < 0:
         raise EngineProtocolError(f"{what}: 'count' must be a non-negative integer, got {count!r}")
     return TokenizeResult(count=int(count), max_model_len=limit, tokens=tokens)
 
 
 def parse_detokenize(doc: Any) -> str:
     """Parse ``{"prompt": str}``."""
-    prompt = _object(doc, "POST /detokenize").get("prompt")
+    prompt = json_object(doc, "POST /detokenize").get("prompt")
     if not isinstance(prompt, str):
         raise EngineProtocolError(
             f"POST /detokenize: 'prompt' must be a string, got {_short(prompt)}"
@@ -118,7 +136,7 @@ def parse_detokenize(doc: Any) -> str:
 
 def parse_version(doc: Any) -> str:
     """Parse ``{"version": str}``."""
-    version = _object(doc, "GET /version").get("version")
+    version = json_object(doc, "GET /version").get("version")
     if not isinstance(version, str) or not version:
         raise EngineProtocolError(
             f"GET /version: 'version' must be a non-empty string, got {_short(version)}"

@@ -49,8 +49,6 @@ class StreamRecord:
     send_ns: int
     chunk_ns: list[int] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
-    first_token_ns: int | None = None
-    last_token_ns: int | None = None
     end_ns: int | None = None
     http_status: int | None = None
     prompt_tokens: int | None = None
@@ -60,6 +58,16 @@ class StreamRecord:
     bytes_sent: int = 0
     bytes_received: int = 0
     error: EngineClientError | None = None
+
+    @property
+    def first_token_ns(self) -> int | None:
+        """Arrival of the first content chunk (``chunk_ns[0]``); None before any."""
+        return self.chunk_ns[0] if self.chunk_ns else None
+
+    @property
+    def last_token_ns(self) -> int | None:
+        """Arrival of the last content chunk (``chunk_ns[-1]``); None before any."""
+        return self.chunk_ns[-1] if self.chunk_ns else None
 
     @property
     def ok(self) -> bool:
@@ -97,16 +105,15 @@ class Consumer:
     at the end of the body. ``done`` tells whether ``[DONE]`` or a terminal error was seen.
     """
 
-    __slots__ = ("_keep", "_pending", "_seen_usage", "done", "rec")
+    __slots__ = ("_ids", "_pending", "_seen_usage", "done", "rec")
 
     def __init__(self, record: StreamRecord, keep_token_ids: bool) -> None:
         self.rec = record
-        self._keep = keep_token_ids
+        self._ids: list[int] | None = [] if keep_token_ids else None
+        record.token_ids = self._ids
         self._seen_usage = 0
         self._pending = b""
         self.done = False
-        if keep_token_ids:
-            record.token_ids = []
 
     def push(self, data: bytes, now: int) -> bool:
         """Feed one read's bytes; True when the stream is over (``[DONE]`` or an error)."""
@@ -165,10 +172,8 @@ class Consumer:
             ids = choice.get("token_ids")
             if ids is not None:
                 tokens = len(ids) if tokens < 0 else tokens + len(ids)
-                if self._keep:
-                    if rec.token_ids is None:
-                        rec.token_ids = []
-                    rec.token_ids.extend(ids)
+                if self._ids is not None:
+                    self._ids.extend(ids)
             reason = choice.get("finish_reason")
             if reason is not None:
                 rec.finish_reason = reason
@@ -180,9 +185,6 @@ class Consumer:
                 tokens = rec.completion_tokens - before
         if tokens < 0:
             tokens = 1
-        if rec.first_token_ns is None:
-            rec.first_token_ns = now
-        rec.last_token_ns = now
         rec.chunk_ns.append(now)
         rec.chunk_tokens.append(tokens)
         return False
