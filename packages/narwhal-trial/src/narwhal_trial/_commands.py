@@ -15,7 +15,6 @@ from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
 from narwhal_trial._prepare import build_workload
 from narwhal_trial._reconcile import read_journal, read_requests, reconcile
 from narwhal_trial._records import Summary
-from narwhal_trial._run import run_trial
 from narwhal_trial._settings import RunSettings
 from narwhal_trial._workload import workload_bytes
 
@@ -53,11 +52,6 @@ def prepare_command(
     except OSError as exc:
         raise TrialError(f"cannot write {path}: {exc}") from exc
     return path
-
-
-def run_command(settings: RunSettings) -> Summary:
-    """Run the trial; returns the summary (its ``exit_code`` is the command's)."""
-    return run_trial(settings)
 
 
 def describe(summary: Summary, settings: RunSettings) -> str:

@@ -10,7 +10,6 @@ from narwhal_trial._provenance import (
     dist_version,
     helper_digest,
     helper_files,
-    helper_version,
     source_revision,
 )
 from narwhal_trial._records import Limits, Manifest
@@ -39,7 +38,7 @@ def build_manifest(
         workload_digest=loaded.sha256,
         helper_digest=helper_digest(files),
         helper_files=files,
-        helper_version=helper_version(),
+        helper_version=dist_version("narwhal-trial"),
         hostname=socket.gethostname(),
         source_revision=revision,
         source_dirty=dirty,

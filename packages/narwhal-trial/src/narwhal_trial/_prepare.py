@@ -8,27 +8,19 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from narwhal_engine_client import EngineClient, EngineClientError, EngineHTTPError, ModelCard
-from narwhal_trial._errors import PrepareError, WorkloadError
+from narwhal_engine_client import (
+    EngineClient,
+    EngineClientError,
+    EngineHTTPError,
+    ModelCard,
+    select_model,
+)
+from narwhal_trial._errors import PrepareError, TrialError, WorkloadError
 from narwhal_trial._seed_text import SEED_PROMPT, SEED_PROMPT_NAME
 from narwhal_trial._workload import Sampling, SeedPrompt, Workload
 
 SEED_COMPLETION_TOKENS = 32
 _PLACEHOLDER = re.compile(r"token_id:(\d+)")
-
-
-def pick_model(cards: list[ModelCard], wanted: str | None) -> ModelCard:
-    """The served model: ``wanted`` if given, else the only one listed."""
-    if wanted is not None:
-        for card in cards:
-            if card.id == wanted:
-                return card
-        listed = ", ".join(c.id for c in cards) or "none"
-        raise WorkloadError(f"model {wanted!r} is not served (served: {listed})")
-    if len(cards) != 1:
-        listed = ", ".join(c.id for c in cards) or "none"
-        raise WorkloadError(f"expected exactly one served model, found: {listed}; pass --model")
-    return cards[0]
 
 
 async def live_max_model_len(client: EngineClient, card: ModelCard) -> int:
@@ -45,6 +37,29 @@ async def live_max_model_len(client: EngineClient, card: ModelCard) -> int:
             f"max_model_len disagrees: /v1/models says {card.max_model_len}, /tokenize says {live}"
         )
     return live
+
+
+async def fitting_model(
+    client: EngineClient, wanted: str | None, *, input_tokens: int, output_tokens: int
+) -> tuple[ModelCard, int]:
+    """The served model (``wanted``, else the only one) and its live ``max_model_len``, which must
+    hold input + output tokens."""
+    try:
+        cards = await client.models()
+    except EngineClientError as exc:
+        raise TrialError(f"cannot list served models at {client.base_url}: {exc}") from exc
+    try:
+        card = select_model(cards, wanted, client.base_url)
+    except EngineClientError as exc:
+        hint = "" if wanted is not None else "; pass --model"
+        raise WorkloadError(f"{exc}{hint}") from exc
+    limit = await live_max_model_len(client, card)
+    if input_tokens + output_tokens > limit:
+        raise WorkloadError(
+            f"{input_tokens} input + {output_tokens} output tokens exceed the live max_model_len "
+            f"{limit}"
+        )
+    return card, limit
 
 
 def _seed_body(model: str, extra: dict[str, Any]) -> dict[str, Any]:
@@ -136,17 +151,9 @@ async def build_workload(
     model: str | None = None,
 ) -> Workload:
     """Query the served model and its limit, complete the seed prompt, and return the workload."""
-    try:
-        cards = await client.models()
-    except EngineClientError as exc:
-        raise PrepareError(f"cannot list served models at {client.base_url}: {exc}") from exc
-    card = pick_model(cards, model)
-    limit = await live_max_model_len(client, card)
-    if input_tokens + output_tokens > limit:
-        raise WorkloadError(
-            f"{input_tokens} input + {output_tokens} output tokens exceed the engine's "
-            f"max_model_len {limit}"
-        )
+    card, limit = await fitting_model(
+        client, model, input_tokens=input_tokens, output_tokens=output_tokens
+    )
     try:
         version: str | None = await client.version()
     except EngineClientError:

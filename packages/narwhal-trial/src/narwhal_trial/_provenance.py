@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 from importlib import metadata
 from pathlib import Path
+
+from narwhal_engine_client import canonical_json, sha256_hex
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -28,16 +29,7 @@ def helper_files(launcher: Path | None) -> dict[str, str]:
 
 def helper_digest(files: dict[str, str]) -> str:
     """SHA-256 of the canonical JSON of ``helper_files`` (sorted keys, compact, ASCII)."""
-    text = json.dumps(files, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
-
-
-def helper_version() -> str:
-    """The installed narwhal-trial distribution version, or ``unknown``."""
-    try:
-        return metadata.version("narwhal-trial")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return sha256_hex(canonical_json(files))
 
 
 def dist_version(name: str) -> str:

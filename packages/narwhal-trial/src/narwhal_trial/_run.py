@@ -19,13 +19,13 @@ import orjson
 
 from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineError
 from narwhal_trial._drain import wait_drained
-from narwhal_trial._errors import TrialError, WorkloadError
+from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, make_private_dir
 from narwhal_trial._gcpause import gc_paused
 from narwhal_trial._judge import Bounds, Outcome, judge, status_of
 from narwhal_trial._loopmon import LoopLagMonitor
 from narwhal_trial._manifest import build_manifest
-from narwhal_trial._prepare import live_max_model_len, pick_model
+from narwhal_trial._prepare import fitting_model
 from narwhal_trial._progress import RunProgress
 from narwhal_trial._records import MissReason, Summary
 from narwhal_trial._schedule import Clock, ScheduleLimits, due_offsets_ns, pace
@@ -76,6 +76,7 @@ class _Trial:
         self.warmup_id = f"{self.run_id}-warmup"
         self.ids = [f"{self.run_id}-{n:06d}" for n in range(settings.requests)]
         self.limits = ScheduleLimits(settings.max_in_flight, round(settings.max_lag_s * 1e9))
+        self.offsets = due_offsets_ns(settings.requests, settings.rate)
         self.facts = RunFacts(
             run_id=self.run_id,
             requests=settings.requests,
@@ -182,16 +183,9 @@ class _Trial:
     async def _before(self, client: EngineClient) -> None:
         """Check the model still fits; drain; one unscored warm-up of the full shape; drain."""
         w = self.workload
-        try:
-            cards = await client.models()
-        except EngineClientError as exc:
-            raise TrialError(f"cannot list served models at {self.s.base_url}: {exc}") from exc
-        card = pick_model(cards, w.model)
-        limit = await live_max_model_len(client, card)  # /tokenize, checked against /v1/models
-        if w.input_tokens + w.output_tokens > limit:
-            raise WorkloadError(
-                f"{w.input_tokens} + {w.output_tokens} tokens exceed the live max_model_len {limit}"
-            )
+        await fitting_model(
+            client, w.model, input_tokens=w.input_tokens, output_tokens=w.output_tokens
+        )
         await self._drain(client)
         warm = await client.stream_completion(
             self.warm_body, request_id=self.warmup_id, timeout_s=self.s.request_timeout_s
@@ -250,7 +244,7 @@ class _Trial:
             await self._guard(
                 pace(
                     self.t0,
-                    due_offsets_ns(self.s.requests, self.s.rate),
+                    self.offsets,
                     clock=self.clock,
                     limits=self.limits,
                     in_flight=lambda: self.in_flight,
@@ -274,10 +268,8 @@ class _Trial:
             self.facts.loop_lag_s = monitor.samples
             now = self.clock()
             for n in sorted(self.open):  # dispatched, but cancelled before its task ever ran
-                self._finish(Outcome(n, self.ids[n], self._due(n), now, 0, interrupted=True))
-
-    def _due(self, n: int) -> int:
-        return self.t0 + round(n * 1_000_000_000 / self.s.rate)
+                due = self.t0 + self.offsets[n]
+                self._finish(Outcome(n, self.ids[n], due, now, 0, interrupted=True))
 
     def _dispatch(self, n: int, due: int, now: int, miss: MissReason | None, flying: int) -> None:
         if miss is not None:

@@ -22,10 +22,10 @@ from narwhal_trial._commands import (
     fail,
     prepare_command,
     reconcile_command,
-    run_command,
 )
 from narwhal_trial._drain import DEFAULT_GAUGES
 from narwhal_trial._errors import TrialError
+from narwhal_trial._run import run_trial
 from narwhal_trial._settings import RunSettings
 from narwhal_trial._stats import parse_fraction, parse_seconds
 
@@ -164,7 +164,7 @@ def run(
         launcher=inv.launcher,
     )
     try:
-        summary = run_command(settings)
+        summary = run_trial(settings)
     except TrialError as exc:
         raise typer.Exit(fail(inv.prog, exc)) from exc
     except KeyboardInterrupt:  # before the run folder existed: nothing to keep
