@@ -45,10 +45,12 @@ async def _stream(host: str, port: int, body: bytes, rid: str) -> list[float]:
             break
         now = time.perf_counter()
         buf += data
-        # count content events in what arrived ('"choices":[{' once per chunk; usage chunk has [])
-        n = buf.count(b'"choices":[{')
-        times.extend([now] * n)
-        buf = buf[buf.rfind(b"\n\n") + 2 :] if b"\n\n" in buf else buf
+        # count the content events completed by this read ('"choices":[{' once per event; the
+        # usage chunk has []); a partial event stays in buf and is counted when its end arrives
+        end = buf.rfind(b"\n\n")
+        if end >= 0:
+            times.extend([now] * buf.count(b'"choices":[{', 0, end))
+            buf = buf[end + 2 :]
         if b"data: [DONE]" in data:
             break
     writer.close()

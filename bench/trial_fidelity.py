@@ -37,9 +37,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from narwhal_trial import Sampling, SeedPrompt, Workload, workload_bytes
+from narwhal_trial._stats import distribution
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCHER = REPO / "tools" / "measurement" / "load_trial.py"
@@ -123,15 +122,9 @@ def _analyse(base: str, out: Path) -> dict[str, Any]:
         ttft_err.append(rec["ttft_s"] - server_ttft)
         tpot_err.append(rec["tpot_s"] - server_tpot)
 
-    def pct(values: list[float]) -> dict[str, float | None]:
-        if not values:
-            return {"p50_ms": None, "p99_ms": None, "max_ms": None}
-        arr = np.asarray(values) * 1e3
-        return {
-            "p50_ms": float(np.percentile(arr, 50)),
-            "p99_ms": float(np.percentile(arr, 99)),
-            "max_ms": float(arr.max()),
-        }
+    def pct(values: list[float]) -> dict[str, float | int | None]:
+        dist = distribution([v * 1e3 for v in values])
+        return {f"{k}_ms": dist[k] for k in ("p50", "p99", "max")}
 
     client = summary["client"]
     return {

@@ -27,6 +27,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from narwhal_sim.testing import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 LAUNCHER = REPO / "tools" / "measurement" / "load_trial.py"
 ROUTER_PORT = 18000
@@ -51,13 +53,6 @@ class StepFailed(Exception):
 def say(text: str = "") -> None:
     """Print one line of the demo's story, at once."""
     print(text, flush=True)
-
-
-def free_port() -> int:
-    """A loopback TCP port free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def port_is_free(port: int) -> bool:

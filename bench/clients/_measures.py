@@ -17,11 +17,12 @@ Definitions (issue 8):
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from narwhal_trial._stats import distribution
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,17 +81,6 @@ def measured(
     if ids is not None:
         chosen = [s for s in chosen if s.request_id in ids]
     return sorted(chosen, key=lambda s: s.arrival_ns)
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-th percentile (0-100) with linear interpolation between order statistics."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def arrival_lags_s(
@@ -158,12 +148,10 @@ class RowResult:
     notes: tuple[str, ...]
 
 
-def _ms(values: Sequence[float], qs: Sequence[float]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for q in qs:
-        v = percentile(values, q)
-        out[f"p{q:g}"] = None if v is None else v * 1e3
-    return out
+def _ms(values: Sequence[float], keys: Sequence[str] = ("p50", "p99")) -> dict[str, float | None]:
+    """``keys`` of the trial's own ``distribution`` of ``values`` (seconds), in milliseconds."""
+    dist = distribution(values)
+    return {k: None if (v := dist[k]) is None else v * 1e3 for k in keys}
 
 
 def _diff(
@@ -193,13 +181,10 @@ def evaluate(
     """Combine the server's stamps and the client's report into the row's figures."""
     chosen = measured(stamps, output_tokens, report.request_ids)
     lags = arrival_lags_s(chosen, rate, report.sequence)
-    lag_ms = _ms(lags, (50, 99))
-    lag_ms["max"] = max(lags) * 1e3 if lags else None
     server_ttft = [v for s in chosen if s.completed and (v := s.ttft_s) is not None]
     server_tpot = [v for s in chosen if s.completed and (v := s.tpot_s) is not None]
-    qs = (50, 99)
-    s_ttft, s_tpot = _ms(server_ttft, qs), _ms(server_tpot, qs)
-    c_ttft, c_tpot = _ms(report.ttft_s, qs), _ms(report.tpot_s, qs)
+    s_ttft, s_tpot = _ms(server_ttft), _ms(server_tpot)
+    c_ttft, c_tpot = _ms(report.ttft_s), _ms(report.tpot_s)
     notes = list(report.notes)
     if len(chosen) != requests:
         notes.append(f"server saw {len(chosen)} of {requests} measured requests")
@@ -211,10 +196,10 @@ def evaluate(
         cpu_s=cpu_s,
         cpu_per_request_ms=cpu_s / requests * 1e3,
         achieved_rate=achieved_rate(chosen),
-        lag_ms=lag_ms,
+        lag_ms=_ms(lags, ("p50", "p99", "max")),
         server_ttft_ms=s_ttft,
         server_tpot_ms=s_tpot,
-        body_wait_ms=_ms([(s.body_ns - s.arrival_ns) / 1e9 for s in chosen], qs),
+        body_wait_ms=_ms([(s.body_ns - s.arrival_ns) / 1e9 for s in chosen]),
         client_ttft_ms=c_ttft,
         client_tpot_ms=c_tpot,
         added_ttft_ms=_diff(c_ttft, s_ttft),

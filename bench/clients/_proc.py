@@ -6,7 +6,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from narwhal_sim.testing import free_port
 
 COUNTERPART = Path(__file__).resolve().parent / "counterpart.py"
 SERVER_CORE = 0
@@ -110,14 +111,6 @@ def run_measured(
         cpu_system_s=usage.ru_stime,
         wall_s=time.perf_counter() - start,
     )
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class Counterpart:

@@ -27,7 +27,7 @@ class Row:
 
 
 TTFT_MS = 10.0
-"""The counterpart's first-token delay after a request's head arrives (not fixed by the issue)."""
+"""The counterpart's first-token delay after a request's body is in (not fixed by the issue)."""
 
 ROWS: tuple[Row, ...] = (
     Row("r50", 50.0, 1000, 512, 128, TTFT_MS, 5.0),

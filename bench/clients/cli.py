@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(rows, results, skipped)
     full = (
         f"Machine: nproc {host['nproc']}, {host['cpu_model']}; {pinning_note()}.\n"
-        f"Counterpart: TTFT {rows[0].ttft_ms:g} ms after the request head, then one token "
+        f"Counterpart: TTFT {rows[0].ttft_ms:g} ms after the request body, then one token "
         f"every {rows[0].token_ms:g} ms (one SSE chunk per token).\n\n"
         + text
         + "\n"

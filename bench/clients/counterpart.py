@@ -2,7 +2,7 @@
 
 One asyncio process, no dependencies beyond the standard library (orjson when importable). Every
 completion emits exactly ``max_tokens`` tokens, one SSE chunk per token: the first at ``ttft``
-after the request head was read, then one every ``token interval`` on an absolute per-request
+after the request body was read, then one every ``token interval`` on an absolute per-request
 schedule. The server STAMPS with ``time.monotonic_ns()`` each request's arrival (the moment its
 head was fully read) and the send time of every chunk, keyed by request id (``X-Request-Id``,
 else the body's ``request_id``, else a generated one); the stamps go to a JSON-lines file when the
