@@ -159,3 +159,35 @@ class Sse:
 def sse() -> type[Sse]:
     """SSE payload builders (0.11 and 0.33 layouts) and a streaming response factory."""
     return Sse
+
+
+HTTP_ERROR_CASES = [
+    (
+        400,
+        {
+            "error": {
+                "message": "max_tokens too big",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            }
+        },
+        "max_tokens too big",
+        "BadRequestError",
+    ),
+    (
+        404,
+        {
+            "object": "error",
+            "message": "The model `x` does not exist.",
+            "type": "NotFoundError",
+            "param": None,
+            "code": 404,
+        },
+        "The model `x` does not exist.",
+        "NotFoundError",
+    ),
+    (401, {"error": "Unauthorized"}, "Unauthorized", None),
+]
+"""Non-200 bodies as vLLM writes them (nested >= 0.10.1, flat before, the api-key middleware's 401)
+and the message and type EngineHTTPError must carry."""

@@ -20,6 +20,8 @@ from narwhal_engine_client import (
     completion_body,
 )
 
+from .conftest import HTTP_ERROR_CASES
+
 BASE = "http://engine.test"
 BODY = completion_body(model="llama", prompt=[1, 2, 3], max_tokens=4)
 
@@ -210,37 +212,7 @@ async def test_done_without_content_is_protocol_error(sse, fake_clock):
     assert not rec.ok
 
 
-@pytest.mark.parametrize(
-    ("status", "payload", "message", "error_type"),
-    [
-        (
-            400,
-            {
-                "error": {
-                    "message": "max_tokens too big",
-                    "type": "BadRequestError",
-                    "param": None,
-                    "code": 400,
-                }
-            },
-            "max_tokens too big",
-            "BadRequestError",
-        ),
-        (
-            404,
-            {
-                "object": "error",
-                "message": "The model `x` does not exist.",
-                "type": "NotFoundError",
-                "param": None,
-                "code": 404,
-            },
-            "The model `x` does not exist.",
-            "NotFoundError",
-        ),
-        (401, {"error": "Unauthorized"}, "Unauthorized", None),
-    ],
-)
+@pytest.mark.parametrize(("status", "payload", "message", "error_type"), HTTP_ERROR_CASES)
 async def test_http_error_shapes(sse, fake_clock, status, payload, message, error_type):
     """Nested, flat and 401 error bodies give EngineHTTPError with the engine's message."""
     with respx.mock(base_url=BASE) as mock:

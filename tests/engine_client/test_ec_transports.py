@@ -30,6 +30,8 @@ from narwhal_engine_client import (
     completion_body,
 )
 
+from .conftest import HTTP_ERROR_CASES
+
 BODY = completion_body(model="llama", prompt=[1, 2, 3], max_tokens=4)
 TRANSPORTS = pytest.mark.parametrize("transport", ["httpx", "raw"])
 SSE_HEAD = (
@@ -326,26 +328,9 @@ async def test_server_closing_without_answer_is_connect_error(serve, transport):
     assert rec.http_status is None and rec.end_ns is not None
 
 
-ERROR_CASES = [
-    (
-        400,
-        {"error": {"message": "max_tokens too big", "type": "BadRequestError", "code": 400}},
-        "max_tokens too big",
-        "BadRequestError",
-    ),
-    (
-        404,
-        {"object": "error", "message": "no model", "type": "NotFoundError", "code": 404},
-        "no model",
-        "NotFoundError",
-    ),
-    (401, {"error": "Unauthorized"}, "Unauthorized", None),
-]
-
-
 @TRANSPORTS
 @pytest.mark.parametrize("framing", ["length", "chunked", "close"])
-@pytest.mark.parametrize(("status", "payload", "message", "error_type"), ERROR_CASES)
+@pytest.mark.parametrize(("status", "payload", "message", "error_type"), HTTP_ERROR_CASES)
 async def test_http_error_shapes(serve, transport, framing, status, payload, message, error_type):
     """Nested, flat and 401 bodies, however framed, give EngineHTTPError with the message."""
     rec = await stream(await serve(json_answer(status, payload, framing=framing)), transport)
