@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import fields
 
 import httpx
 import pytest
@@ -16,26 +17,13 @@ from narwhal_engine_client import (
     StreamCutError,
     completion_body,
 )
-from narwhal_sim import SimConfigError
+from narwhal_sim import Faults, SimConfigError
 from narwhal_sim.testing import SimFleet, sim_config, start_sim_fleet
 
 BODY = completion_body(model="m", prompt=list(range(500, 600)), max_tokens=40)
 
 
-CLEAR = dict.fromkeys(
-    (
-        "health_status",
-        "tokenize_max_model_len",
-        "models_max_model_len",
-        "http_error",
-        "cut_after_tokens",
-        "stream_error_after_tokens",
-        "stall",
-        "noise",
-        "version",
-        "prefix_caching",
-    )
-)
+CLEAR = dict.fromkeys(f.name for f in fields(Faults))  # every fault, so none leaks between tests
 
 
 @pytest.fixture(scope="module")
@@ -81,22 +69,22 @@ async def test_http_error_rate(fleet: SimFleet, status: int) -> None:
     assert rec.http_status == status
 
 
-async def test_stream_error_event(fleet: SimFleet) -> None:
-    """stream_error_after_tokens sends a mid-stream error event after N tokens."""
-    fleet.set_faults("e0", stream_error_after_tokens=5)
+@pytest.mark.parametrize(
+    ("fault", "tokens", "error_type"),
+    [
+        ("stream_error_after_tokens", 5, EngineStreamError),  # error event, then [DONE]
+        ("cut_after_tokens", 7, StreamCutError),  # connection closed without [DONE]
+    ],
+)
+async def test_stream_faults_after_tokens(
+    fleet: SimFleet, fault: str, tokens: int, error_type: type[Exception]
+) -> None:
+    """stream_error_after_tokens / cut_after_tokens end the stream after exactly N tokens."""
+    fleet.set_faults("e0", **{fault: tokens})
     async with EngineClient(fleet.urls["e0"]) as client:
-        rec = await client.stream_completion(BODY, request_id="stream-err")
-    assert isinstance(rec.error, EngineStreamError)
-    assert sum(rec.chunk_tokens) == 5
-
-
-async def test_cut_stream(fleet: SimFleet) -> None:
-    """cut_after_tokens closes the connection after N tokens without [DONE]."""
-    fleet.set_faults("e0", cut_after_tokens=7)
-    async with EngineClient(fleet.urls["e0"]) as client:
-        rec = await client.stream_completion(BODY, request_id="cut")
-    assert isinstance(rec.error, StreamCutError)
-    assert sum(rec.chunk_tokens) == 7
+        rec = await client.stream_completion(BODY, request_id=f"{fault}-{tokens}")
+    assert isinstance(rec.error, error_type)
+    assert sum(rec.chunk_tokens) == tokens
 
 
 async def test_stall_times_out(fleet: SimFleet) -> None:

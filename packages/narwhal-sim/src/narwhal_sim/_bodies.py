@@ -47,10 +47,9 @@ def logprobs_obj(
     }
 
 
-def completion_body(
-    settings: EngineSettings, p: CompletionParams, created: int, generated: int
-) -> bytes:
-    """The non-streaming CompletionResponse."""
+def completion_body(settings: EngineSettings, p: CompletionParams, created: int) -> bytes:
+    """The non-streaming CompletionResponse of a finished request (all ``target_tokens`` out)."""
+    generated = p.target_tokens
     ids = [tok.generated_id(p.digest, k) for k in range(generated)]
     texts = [tok.token_text(i) for i in ids]
     choice: dict[str, Any] = {
@@ -59,7 +58,7 @@ def completion_body(
         "logprobs": logprobs_obj(ids, texts, 0, p.logprobs, p.tokens_as_ids)
         if p.logprobs is not None
         else None,
-        "finish_reason": p.finish_reason if generated >= p.target_tokens else "abort",
+        "finish_reason": p.finish_reason,
         "stop_reason": None,
         "token_ids": ids if p.return_token_ids else None,
         "prompt_logprobs": None,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from typing import Any
 import orjson
 
 from . import _tokenizer as tok
-from ._config import EngineSettings
+from ._config import EngineSettings, version_tuple
 
 
 class ApiError(Exception):
@@ -27,27 +26,29 @@ class ApiError(Exception):
         self.err_type = err_type
         self.param = param
 
-    def body(self, shape: str) -> bytes:
-        """The error body in the engine's shape (nested ``{"error": {...}}`` or flat)."""
-        info = {
+    def _info(self) -> dict[str, Any]:
+        return {
             "message": self.message,
             "type": self.err_type,
             "param": self.param,
             "code": self.status,
         }
+
+    def body(self, shape: str) -> bytes:
+        """The error body in the engine's shape (nested ``{"error": {...}}`` or flat)."""
         if shape == "flat":
-            return orjson.dumps({"object": "error", **info})
-        return orjson.dumps({"error": info})
+            return orjson.dumps({"object": "error", **self._info()})
+        return orjson.dumps({"error": self._info()})
 
     def stream_event(self) -> bytes:
         """A mid-stream error event (vLLM builds it with ``json.dumps``: spaced separators)."""
-        info = {
-            "message": self.message,
-            "type": self.err_type,
-            "param": self.param,
-            "code": self.status,
-        }
-        return b"data: " + json.dumps({"error": info}).encode() + b"\n\n"
+        return b"data: " + json.dumps({"error": self._info()}).encode() + b"\n\n"
+
+
+def _invalid(loc: tuple[str, ...], msg: str) -> ApiError:
+    """The 400 of a request that fails vLLM's (pydantic) schema validation at ``loc``."""
+    message = f"1 validation error:\n  {{'loc': {loc!r}, 'msg': '{msg}'}}"
+    return ApiError(400, message, "Bad Request", ".".join(loc))
 
 
 @dataclass(slots=True)
@@ -75,13 +76,7 @@ def _bool(body: Mapping[str, Any], key: str, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise ApiError(
-            400,
-            f"1 validation error:\n  {{'loc': ('body', '{key}'), "
-            "'msg': 'Input should be a valid boolean'}",
-            "Bad Request",
-            f"body.{key}",
-        )
+        raise _invalid(("body", key), "Input should be a valid boolean")
     return value
 
 
@@ -90,20 +85,13 @@ def _int(body: Mapping[str, Any], key: str, default: int | None) -> int | None:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ApiError(
-            400,
-            f"1 validation error:\n  {{'loc': ('body', '{key}'), "
-            "'msg': 'Input should be a valid integer'}",
-            "Bad Request",
-            f"body.{key}",
-        )
+        raise _invalid(("body", key), "Input should be a valid integer")
     return value
 
 
 def _has_token_ids(version: str) -> bool:
     """Whether a vLLM of ``version`` knows the ``return_token_ids`` request field (0.10.2+)."""
-    parts = [int(p) for p in re.findall(r"\d+", version)[:3]]
-    return tuple(parts + [0] * (3 - len(parts))) >= (0, 10, 2)
+    return version_tuple(version) >= (0, 10, 2)
 
 
 def check_model(settings: EngineSettings, model: Any) -> None:
@@ -137,13 +125,7 @@ def _prompt_ids(body: Mapping[str, Any]) -> list[int]:
         return list(prompt)
     if isinstance(prompt, list):
         raise ApiError(400, "narwhal-sim serves one prompt per request (got a batch of prompts)")
-    raise ApiError(
-        400,
-        "1 validation error:\n  {'loc': ('body', 'prompt'), "
-        "'msg': 'Input should be a valid list or string'}",
-        "Bad Request",
-        "body.prompt",
-    )
+    raise _invalid(("body", "prompt"), "Input should be a valid list or string")
 
 
 def _length_checks(settings: EngineSettings, n: int, max_tokens: int) -> int:
@@ -183,13 +165,7 @@ def parse_completion(
 ) -> CompletionParams:
     """Validate a completion body the way vLLM does (for the engine's API style)."""
     if not isinstance(body, dict):
-        raise ApiError(
-            400,
-            "1 validation error:\n  {'loc': ('body',), "
-            "'msg': 'Input should be a valid dictionary'}",
-            "Bad Request",
-            "body",
-        )
+        raise _invalid(("body",), "Input should be a valid dictionary")
     check_model(settings, body.get("model"))
     if _int(body, "n", 1) != 1:
         raise ApiError(400, "narwhal-sim supports n=1 only")
@@ -200,13 +176,7 @@ def parse_completion(
             400, "Stream options can only be defined when `stream=True`.", param="stream_options"
         )
     if options is not None and not isinstance(options, dict):
-        raise ApiError(
-            400,
-            "1 validation error:\n  {'loc': ('body', 'stream_options'), "
-            "'msg': 'Input should be an object'}",
-            "Bad Request",
-            "body.stream_options",
-        )
+        raise _invalid(("body", "stream_options"), "Input should be an object")
     usage_default = settings.api_style == "0.11"  # include_usage defaulted to True through 0.14
     include_usage = options is not None and _bool(options, "include_usage", usage_default)
     continuous = options is not None and _bool(options, "continuous_usage_stats", False)

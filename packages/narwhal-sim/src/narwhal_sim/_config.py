@@ -84,8 +84,12 @@ class EngineSettings:
     @property
     def url(self) -> str:
         """Base URL the engine listens on."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return base_url(self.host, self.port)
+
+
+def base_url(host: str, port: int) -> str:
+    """``http://HOST:PORT`` (an IPv6 host in brackets)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def load_json(path: Path, what: str) -> Any:
@@ -126,10 +130,10 @@ def _version_style(version: str) -> str:
     return "0.11" if (major, minor) < (0, 20) else "0.33"
 
 
-def _flat_errors(version: str) -> bool:
-    parts = re.findall(r"\d+", version)[:3]
-    nums = tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
-    return nums < (0, 10, 1)
+def version_tuple(version: str) -> tuple[int, ...]:
+    """The first three numbers of a version string, zero-padded (``"0.10"`` -> ``(0, 10, 0)``)."""
+    parts = [int(p) for p in re.findall(r"\d+", version)[:3]]
+    return tuple(parts + [0] * (3 - len(parts)))
 
 
 def _positive(key: str, value: Any, iid: str) -> int:
@@ -268,7 +272,8 @@ def _resolve_one(
         raise SimConfigError(
             f"sim config engines.{iid}.max_model_len_policy: expected reject or clamp"
         )
-    shape = str(table.get("error_shape") or ("flat" if _flat_errors(version) else "nested"))
+    flat = version_tuple(version) < (0, 10, 1)
+    shape = str(table.get("error_shape") or ("flat" if flat else "nested"))
     if shape not in ("nested", "flat"):
         raise SimConfigError(f"sim config engines.{iid}.error_shape: expected nested or flat")
     kv = _positive("kv_cache_tokens", table.get("kv_cache_tokens", preset.kv_cache_tokens), iid)

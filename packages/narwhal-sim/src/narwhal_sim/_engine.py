@@ -32,11 +32,9 @@ class _Collector:
     """TokenSink of a non-streaming request."""
 
     def __init__(self) -> None:
-        self.generated = 0
         self.done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
     def on_tokens(self, request: SimRequest, count: int, finished: bool) -> None:
-        self.generated += count
         if finished and not self.done.done():
             self.done.set_result("ok")
 
@@ -48,11 +46,10 @@ class _Collector:
 class SimEngine:
     """A vLLM-compatible engine on one port, scheduled on a shared ``Device``."""
 
-    def __init__(self, settings: EngineSettings, device: Device, *, index: int, seed: int) -> None:
+    def __init__(self, settings: EngineSettings, device: Device, *, seed: int) -> None:
         self.settings = settings
         self.faults: Faults = settings.faults
         self.device = device
-        self.index = index
         self._rng = random.Random(f"{seed}:{settings.iid}:http")
         self._api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
         self.start_time = time.time()
@@ -263,9 +260,10 @@ class SimEngine:
         loop = asyncio.get_running_loop()
         now = min(req.received, loop.time())
         ready = now + s.preset.api_overhead / self.device.time_scale
+        sink: StreamWriter | _Collector
         if params.stream:
             resp.start_stream(headers=echo)
-            writer = StreamWriter(
+            sink = StreamWriter(
                 s,
                 params,
                 resp,
@@ -274,28 +272,23 @@ class SimEngine:
                 error_after=self.faults.stream_error_after_tokens,
                 on_cut=self._drop,
             )
-            request = SimRequest(
-                params.request_id, len(params.prompt_ids), params.target_tokens, writer, now, ready
-            )
-            resp.on_close(lambda: self._drop(request))
-            self.scheduler.submit(request)
-            outcome = await writer.done
-            self._count(request, params, outcome)
-            return
-        collector = _Collector()
+        else:
+            sink = _Collector()
         request = SimRequest(
-            params.request_id, len(params.prompt_ids), params.target_tokens, collector, now, ready
+            params.request_id, len(params.prompt_ids), params.target_tokens, sink, now, ready
         )
         resp.on_close(lambda: self._drop(request))
         self.scheduler.submit(request)
-        outcome = await collector.done
-        self._count(request, params, outcome)
+        outcome = await sink.done
+        self._count(params, outcome)
+        if params.stream:
+            return  # the writer has ended (or cut) the stream
         if outcome == "ok":
-            resp.send(200, completion_body(s, params, created, collector.generated), headers=echo)
+            resp.send(200, completion_body(s, params, created), headers=echo)
         else:
             resp.abort()
 
-    def _count(self, request: SimRequest, params: CompletionParams, outcome: str) -> None:
+    def _count(self, params: CompletionParams, outcome: str) -> None:
         reason = params.finish_reason if outcome == "ok" else "abort"
         self.stats.success[reason] = self.stats.success.get(reason, 0) + 1
 

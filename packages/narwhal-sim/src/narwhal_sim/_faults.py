@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ._errors import SimConfigError
@@ -46,10 +46,7 @@ class Faults:
             raise SimConfigError(
                 f"unknown fault(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}"
             )
-        out = Faults(**{f.name: getattr(self, f.name) for f in fields(Faults)})
-        for key, value in patch.items():
-            setattr(out, key, _check(key, value))
-        return out
+        return replace(self, **{key: _check(key, value) for key, value in patch.items()})
 
 
 def _int(key: str, value: Any, *, minimum: int) -> int:

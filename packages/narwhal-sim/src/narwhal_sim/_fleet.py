@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from ._config import EngineSettings
+from ._config import EngineSettings, base_url
 from ._engine import SimEngine
 from ._errors import SimStartError
 from ._router import Backend, Router
@@ -66,11 +66,11 @@ async def start_runtime(
     """Create devices per ``shared_device.group``, start every engine and the router."""
     devices: dict[str, Device] = {}
     engines: list[SimEngine] = []
-    for index, s in enumerate(settings):
+    for s in settings:
         device = devices.get(s.group)
         if device is None:
             device = devices[s.group] = Device(s.group, time_scale=time_scale, seed=seed)
-        engines.append(SimEngine(s, device, index=index, seed=seed))
+        engines.append(SimEngine(s, device, seed=seed))
     for device in devices.values():
         device.noise = _device_noise([e for e in engines if e.device is device])
         device.start()
@@ -108,8 +108,7 @@ async def start_runtime(
                 raise SimStartError(
                     f"router: cannot listen on {router.host}:{router.port}: {exc.strerror or exc}"
                 ) from exc
-            host = f"[{router.host}]" if ":" in router.host else router.host
-            runtime.router_url = f"http://{host}:{router.port}"
+            runtime.router_url = base_url(router.host, router.port)
             journal = f" journal {router.journal}" if router.journal else ""
             runtime.listening.append(f"router {runtime.router_url}{journal}")
     except BaseException:

@@ -88,11 +88,11 @@ class Histogram:
     def __post_init__(self) -> None:
         self.counts = [0] * (len(self.bounds) + 1)
 
-    def observe(self, value: float, times: int = 1) -> None:
-        """Add ``times`` observations of ``value``."""
-        self.counts[bisect_left(self.bounds, value)] += times
-        self.total += value * times
-        self.n += times
+    def observe(self, value: float) -> None:
+        """Add one observation of ``value``."""
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+        self.n += 1
 
 
 @dataclass(slots=True)

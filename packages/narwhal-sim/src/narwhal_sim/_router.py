@@ -24,6 +24,10 @@ from ._upstream import UpstreamError, send
 _FORWARD_HEADERS = ("authorization", "x-request-id", "content-type", "accept")
 _GETS = ("/v1/models", "/version", "/health")
 _POSTS = ("/tokenize", "/detokenize")
+_NO_ENGINE = (
+    b'{"error":{"message":"no engine serves that model","type":"NotFoundError",'
+    b'"param":"model","code":404}}'
+)
 
 
 @dataclass(slots=True)
@@ -112,11 +116,7 @@ class Router:
                     model = None
             backend = self._pick(model, completion=False)
             if backend is None:
-                resp.send(
-                    404,
-                    b'{"error":{"message":"no engine serves that model","type":"NotFoundError",'
-                    b'"param":"model","code":404}}',
-                )
+                resp.send(404, _NO_ENGINE)
                 return
             await self._relay(req, resp, backend)
             return
@@ -176,11 +176,7 @@ class Router:
         }
         backend = self._pick(doc.get("model"), completion=True)
         if backend is None:
-            resp.send(
-                404,
-                b'{"error":{"message":"no engine serves that model","type":"NotFoundError",'
-                b'"param":"model","code":404}}',
-            )
+            resp.send(404, _NO_ENGINE)
             entry.update(end=time.time(), http_status=404, status="no_engine")
             self._write(entry)
             return

@@ -45,15 +45,8 @@ class SimRequest:
     kv_need: int = 0
     computed: int = 0  # prompt tokens prefilled
     generated: int = 0
-    first_token_at: float | None = None
     last_token_at: float | None = None
     done: bool = False
-    scheduled: bool = False
-
-    @property
-    def decoding(self) -> bool:
-        """True once the prompt is fully prefilled (the first token is out)."""
-        return self.computed >= self.prompt_len
 
 
 @dataclass(slots=True)
@@ -195,7 +188,7 @@ class EngineScheduler:
             r.computed += take
             if r.computed >= r.prompt_len:
                 r.generated = 1
-                r.first_token_at = r.last_token_at = now
+                r.last_token_at = now
                 observer.on_first_token(r, (now - r.arrival) * scale)
                 end = r.target_tokens <= 1
                 if end:

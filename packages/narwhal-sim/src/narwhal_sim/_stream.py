@@ -37,7 +37,9 @@ class StreamWriter:
         self._error_after = error_after
         self._on_cut = on_cut
         self._style33 = settings.api_style == "0.33"
-        self._fingerprint = fingerprint(settings) if self._style33 else None
+        self._fingerprint_field = (
+            b',"system_fingerprint":"%s"' % fingerprint(settings).encode() if self._style33 else b""
+        )
         head = orjson.dumps(
             {
                 "id": params.request_id,
@@ -118,33 +120,27 @@ class StreamWriter:
         parts.append(b',"stop_reason":null,"prompt_token_ids":')
         parts.append(orjson.dumps(p.prompt_ids) if first and self._prompt_ids_first else b"null")
         parts.append(b',"token_ids":' + (orjson.dumps(ids) if p.return_token_ids else b"null"))
-        usage = b"null"
-        if p.continuous_usage:
-            n = len(p.prompt_ids)
-            done = start + count
-            usage = b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (
-                n,
-                n + done,
-                done,
-            )
+        usage = _usage(len(p.prompt_ids), start + count) if p.continuous_usage else b"null"
         if self._style33:
             parts.append(b',"weight_versions":null}]')
             if p.continuous_usage:
                 parts.append(b',"usage":' + usage)
             if finish and not p.include_usage:
-                parts.append(b',"system_fingerprint":"' + (self._fingerprint or "").encode() + b'"')
+                parts.append(self._fingerprint_field)
             parts.append(b',"kv_transfer_params":null}\n\n')
         else:
             parts.append(b'}],"usage":' + usage + b"}\n\n")
         return b"".join(parts)
 
     def _usage_chunk(self) -> bytes:
-        n = len(self._p.prompt_ids)
-        c = self._emitted
-        usage = b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (n, n + c, c)
-        tail = (
-            b',"system_fingerprint":"' + (self._fingerprint or "").encode() + b'"'
-            if self._style33
-            else b""
-        )
-        return self._usage_head + usage + tail + b"}\n\n"
+        usage = _usage(len(self._p.prompt_ids), self._emitted)
+        return self._usage_head + usage + self._fingerprint_field + b"}\n\n"
+
+
+def _usage(prompt: int, completion: int) -> bytes:
+    """The ``usage`` object of a stream chunk."""
+    return b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (
+        prompt,
+        prompt + completion,
+        completion,
+    )

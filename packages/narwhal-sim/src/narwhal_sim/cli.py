@@ -13,7 +13,7 @@ import typer
 from ._config import is_loopback, load_json, resolve_engines, split_hostport
 from ._errors import SimError
 from ._fleet import RouterSettings, serve
-from ._presets import DEFAULT_PRESET, presets
+from ._presets import DEFAULT_PRESET, get_preset, presets
 
 app = typer.Typer(
     name="narwhal-sim",
@@ -111,8 +111,11 @@ def up(
     """Serve every engine of a fleet file (and the router) until Ctrl-C or SIGTERM."""
     if not math.isfinite(time_scale) or time_scale <= 0:
         raise _fail(f"--time-scale must be a finite positive number, got {time_scale}")
-    if preset is not None and preset not in presets():
-        raise _fail(f"unknown preset {preset!r}; choose one of {', '.join(sorted(presets()))}")
+    if preset is not None:
+        try:
+            get_preset(preset)
+        except KeyError as exc:
+            raise _fail(exc.args[0]) from None
     try:
         fleet_doc = load_json(fleet, "fleet file")
         sim_doc = load_json(sim_config, "sim config") if sim_config is not None else None

@@ -190,7 +190,7 @@ def _launch(
     workdir: Path,
     engines: list[dict[str, Any]],
     ports: dict[str, int],
-    sim_config: dict[str, Any] | None,
+    sim_doc: dict[str, Any] | None,
     router: bool,
     time_scale: float,
     preset: str | None,
@@ -202,13 +202,7 @@ def _launch(
         fleet_path, orjson.dumps(fleet_document(engines, ports), option=orjson.OPT_INDENT_2)
     )
     sim_path = workdir / "sim-config.json"
-    sim_doc = sim_config or {
-        "format": "narwhal.sim",
-        "format_version": 1,
-        "defaults": {},
-        "engines": {},
-    }
-    write_atomic(sim_path, orjson.dumps(sim_doc, option=orjson.OPT_INDENT_2))
+    write_atomic(sim_path, orjson.dumps(sim_doc or sim_config(), option=orjson.OPT_INDENT_2))
     ready = workdir / "sim-ready.json"
     ready.unlink(missing_ok=True)
     log_path = workdir / "sim.log"
