@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,14 @@ def _store_example() -> str:
     return str(matching[0])
 
 
+def _profile(iid: str, prefill_fit: dict[str, Any]) -> dict[str, Any]:
+    """A store profile laid out as narwhal-store writes it: the iid is ``key.engine``, while
+    ``engine`` holds the live engine facts."""
+    key = {"engine": iid, "gpu_group": None, "role_split": {"prefill": 1}, "target_role": "prefill"}
+    facts = {"url": "http://127.0.0.1:8101", "model": "m", "max_model_len": 16384, "version": "1"}
+    return {"key": key, "engine": facts, "prefill_fit": prefill_fit}
+
+
 def test_readme_store_example(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -28,10 +37,7 @@ def test_readme_store_example(
     store = {
         "format": "narwhal.profiles",
         "format_version": 1,
-        "profiles": [
-            {"engine": "other", "prefill_fit": {}},
-            {"engine": "h200-0.prefill", "prefill_fit": fit.to_dict()},
-        ],
+        "profiles": [_profile("other", {}), _profile("h200-0.prefill", fit.to_dict())],
     }
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "fleet-profiles.json").write_text(json.dumps(store), encoding="utf-8")

@@ -11,12 +11,16 @@ import pytest
 
 from narwhal_store import (
     PENDING_SHA256,
+    Generator,
     LoadedFleet,
+    Profile,
     ProfileKey,
+    ProfileSamples,
     ProfileStore,
     SamplesSidecar,
     canonical_json,
     load_fleet,
+    new_documents,
     profile_key,
     sha256_hex,
 )
@@ -183,36 +187,25 @@ def make_pair(fleet: LoadedFleet) -> PairFactory:
         iids: Sequence[str] | None = None,
         *,
         keys: Sequence[ProfileKey] | None = None,
-        mode: str = "live",
         start: float = 1_700_000_000.5,
     ) -> tuple[ProfileStore, SamplesSidecar]:
         if keys is None:
             chosen = list(iids) if iids is not None else fleet.config.iids()
             keys = [profile_key(fleet, iid) for iid in chosen]
-        profiles, entries = [], []
+        profiles: list[Profile] = []
+        entries: list[ProfileSamples] = []
         for seed, key in enumerate(keys):
             evidence = _identity(key.engine, start)
             evidence_sha = sha256_hex(canonical_json(evidence))
-            profiles.append(_profile(key, evidence_sha, key.engine))
-            entries.append(_entry(key, evidence, seed))
-        head = {
-            "generator": {"name": "narwhal-profile", "version": "0.1.0"},
-            "created_at": "2026-11-30T05:00:00+00:00",
-            "mode": mode,
-            "fleet_sha256": fleet.sha256,
-        }
-        store = ProfileStore.model_validate(
-            {
-                "format": "narwhal.profiles",
-                "format_version": 1,
-                **head,
-                "samples": {"path": "pending.samples.json", "sha256": PENDING_SHA256},
-                "profiles": profiles,
-            }
+            profiles.append(Profile.model_validate(_profile(key, evidence_sha, key.engine)))
+            entries.append(ProfileSamples.model_validate(_entry(key, evidence, seed)))
+        return new_documents(
+            mode="live",
+            fleet_sha256=fleet.sha256,
+            generator=Generator(name="narwhal-profile", version="0.1.0"),
+            profiles=profiles,
+            samples=entries,
+            created_at="2026-11-30T05:00:00+00:00",
         )
-        sidecar = SamplesSidecar.model_validate(
-            {"format": "narwhal.samples", "format_version": 1, **head, "profiles": entries}
-        )
-        return store, sidecar
 
     return build

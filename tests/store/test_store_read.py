@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,15 @@ def written(tmp_path: Path, make_pair: PairFactory) -> Path:
     return path
 
 
+def _rewrite_sidecar(written: Path, doc: dict[str, Any]) -> None:
+    """Write ``doc`` as the sidecar and record its new SHA-256 in the store."""
+    side = sidecar_path(written)
+    side.write_bytes(orjson.dumps(doc, option=_OPTS))
+    store = orjson.loads(written.read_bytes())
+    store["samples"]["sha256"] = sha256_file(side)
+    written.write_bytes(orjson.dumps(store, option=_OPTS))
+
+
 def test_missing_sidecar_is_refused(written: Path) -> None:
     """A store without its sidecar is refused naming the sidecar, with or without verification."""
     sidecar_path(written).unlink()
@@ -49,18 +59,30 @@ def test_tampered_sidecar_names_both_hashes(written: Path) -> None:
     with pytest.raises(IntegrityError) as caught:
         read_store(written)
     assert actual in str(caught.value) and recorded in str(caught.value)
+    assert "samples of profile" not in str(caught.value)
     assert read_store(written, verify=False).sidecar_sha256 == actual
+
+
+def test_tampered_sidecar_also_names_the_profile_at_fault(written: Path) -> None:
+    """An edited timing (sidecar not re-hashed) is refused naming both file hashes and the profile
+    whose samples changed."""
+    side = sidecar_path(written)
+    recorded = sha256_file(side)
+    doc = orjson.loads(side.read_bytes())
+    doc["profiles"][1]["prefill_samples"][0]["ttft_s"][0] = 0.5
+    side.write_bytes(orjson.dumps(doc, option=_OPTS))
+    with pytest.raises(IntegrityError) as caught:
+        read_store(written)
+    message = str(caught.value)
+    assert f"has SHA-256 {sha256_file(side)} but the store records {recorded}" in message
+    assert re.search(r"samples of profile h200-0\.decode .* do not match", message)
 
 
 def test_tampered_samples_of_one_profile_name_the_profile(written: Path) -> None:
     """A re-hashed sidecar whose one profile's samples changed is refused naming that profile."""
-    side = sidecar_path(written)
-    doc = orjson.loads(side.read_bytes())
+    doc = orjson.loads(sidecar_path(written).read_bytes())
     doc["profiles"][1]["prefill_samples"][0]["ttft_s"][0] = 0.5
-    side.write_bytes(orjson.dumps(doc, option=_OPTS))
-    store = orjson.loads(written.read_bytes())
-    store["samples"]["sha256"] = sha256_file(side)
-    written.write_bytes(orjson.dumps(store, option=_OPTS))
+    _rewrite_sidecar(written, doc)
     with pytest.raises(IntegrityError, match=r"samples of profile h200-0\.decode .* do not match"):
         read_store(written)
     assert read_store(written, verify=False).store.profiles[1].key.engine == "h200-0.decode"
@@ -68,13 +90,9 @@ def test_tampered_samples_of_one_profile_name_the_profile(written: Path) -> None
 
 def test_profile_without_samples_entry_is_refused(written: Path) -> None:
     """A store profile with no sidecar entry is refused naming the profile."""
-    side = sidecar_path(written)
-    doc = orjson.loads(side.read_bytes())
+    doc = orjson.loads(sidecar_path(written).read_bytes())
     del doc["profiles"][2]
-    side.write_bytes(orjson.dumps(doc, option=_OPTS))
-    store = orjson.loads(written.read_bytes())
-    store["samples"]["sha256"] = sha256_file(side)
-    written.write_bytes(orjson.dumps(store, option=_OPTS))
+    _rewrite_sidecar(written, doc)
     with pytest.raises(IntegrityError, match=r"profile solo .* has no samples"):
         read_store(written)
 

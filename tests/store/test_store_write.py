@@ -186,14 +186,19 @@ def _raises_crash() -> Iterator[None]:
     assert isinstance(caught.value.__cause__, _Crash)
 
 
-def _crash_on(monkeypatch: pytest.MonkeyPatch, calls: int) -> list[str]:
-    """Make the ``calls``-th call among os.replace/os.link/os.fsync/os.write raise."""
-    seen: list[str] = []
-    for name in ("replace", "link", "fsync", "write"):
+def _crash_on(
+    monkeypatch: pytest.MonkeyPatch,
+    calls: int,
+    names: tuple[str, ...] = ("replace", "link", "fsync", "write"),
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """Make the ``calls``-th call among the os functions ``names`` raise; returns every call seen
+    (function name, positional arguments)."""
+    seen: list[tuple[str, tuple[Any, ...]]] = []
+    for name in names:
         original = getattr(os, name)
 
         def wrapper(*args: Any, _name: str = name, _orig: Any = original, **kw: Any) -> Any:
-            seen.append(_name)
+            seen.append((_name, args))
             if len(seen) == calls:
                 raise _Crash(f"simulated crash in os.{_name}")
             return _orig(*args, **kw)
@@ -210,20 +215,11 @@ def test_crash_on_store_rename_keeps_old_pair(
     path = tmp_path / "p.json"
     write_store(path, *make_pair(start=1.0), mode="fresh")
     old_store, old_side = path.read_bytes(), sidecar_path(path).read_bytes()
-    original = os.replace
-    calls: list[tuple[Any, ...]] = []
-
-    def failing(*args: Any, **kw: Any) -> None:
-        calls.append(args)
-        if len(calls) == 2:
-            raise _Crash("simulated crash while renaming the store")
-        original(*args, **kw)
-
-    monkeypatch.setattr(os, "replace", failing)
+    calls = _crash_on(monkeypatch, 2, names=("replace",))
     with _raises_crash():
         write_store(path, *make_pair(start=2.0), mode="replace")
     monkeypatch.undo()
-    assert calls[1][1] == "p.json"
+    assert [args[1] for _, args in calls][1] == "p.json"
     assert path.read_bytes() == old_store
     assert sidecar_path(path).read_bytes() == old_side
     loaded = read_store(path)
@@ -235,26 +231,19 @@ def test_crash_after_commit_reads_new_pair_then_heals(
     tmp_path: Path, make_pair: PairFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A crash after the store commit (sidecar not yet renamed) reads as the new, matching pair via
-    the pending sidecar; the next write removes the leftover."""
+    the pending sidecar, with or without verification; the next write removes the leftover."""
     path = tmp_path / "p.json"
     write_store(path, *make_pair(start=1.0), mode="fresh")
-    original = os.replace
-    count = [0]
-
-    def failing(*args: Any, **kw: Any) -> None:
-        count[0] += 1
-        if count[0] == 3:
-            raise _Crash("simulated crash while renaming the sidecar")
-        original(*args, **kw)
-
-    monkeypatch.setattr(os, "replace", failing)
+    calls = _crash_on(monkeypatch, 3, names=("replace",))
     with _raises_crash():
         write_store(path, *make_pair(start=2.0), mode="replace")
     monkeypatch.undo()
-    loaded = read_store(path)
-    assert loaded.recovered
-    assert loaded.sidecar_path.name.endswith(".pending")
-    assert loaded.sidecar.profiles[0].evidence.before["process_start_time_seconds"] == 2.0
+    assert [args[1] for _, args in calls][2] == "p.samples.json"
+    for verify in (True, False):
+        loaded = read_store(path, verify=verify)
+        assert loaded.recovered
+        assert loaded.sidecar_path.name.endswith(".pending")
+        assert loaded.sidecar.profiles[0].evidence.before["process_start_time_seconds"] == 2.0
     assert len(_hidden(tmp_path)) == 1
     write_store(path, *make_pair(start=3.0), mode="replace")
     assert _hidden(tmp_path) == []

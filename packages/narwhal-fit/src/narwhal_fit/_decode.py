@@ -28,6 +28,7 @@ from ._residuals import (
     PointResidual,
     check_predictions,
     check_summary,
+    read_residuals,
     solve_relative,
     summarize,
 )
@@ -117,10 +118,7 @@ class DecodeFit:
             x_names=_X_NAMES,
             coefficients=_COEFFICIENTS,
         )
-        residuals = tuple(
-            PointResidual.from_dict(r, f"{where}.residuals[{i}]", arity=2)
-            for i, r in enumerate(get_list(d, "residuals", where))
-        )
+        residuals = read_residuals(d, where, arity=2)
         raw_domain = get_mapping(d, "domain", where)
         check_keys(
             raw_domain,
@@ -134,8 +132,6 @@ class DecodeFit:
                 get_int(v, f"{where}.domain.input_lens[{i}]", minimum=1)
                 for i, v in enumerate(get_list(raw_domain, "input_lens", f"{where}.domain"))
             ]
-        for i, r in enumerate(residuals):
-            get_int(r.x[0], f"{where}.residuals[{i}].x[0]", minimum=1)
         domain = _domain([(int(r.x[0]), float(r.x[1])) for r in residuals], input_lens)
         for key in ("concurrency", "ctx_min", "ctx_max"):
             stored = raw_domain[key]

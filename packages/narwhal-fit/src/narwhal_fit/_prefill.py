@@ -16,6 +16,7 @@ from ._residuals import (
     PointResidual,
     check_predictions,
     check_summary,
+    read_residuals,
     solve_relative,
     summarize,
 )
@@ -102,12 +103,7 @@ class PrefillFit:
                 )
         if lengths != domain["lengths"]:
             raise FitError(f"{where}.domain.lengths: expected distinct ascending, got {lengths}")
-        residuals = tuple(
-            PointResidual.from_dict(r, f"{where}.residuals[{i}]", arity=1)
-            for i, r in enumerate(get_list(d, "residuals", where))
-        )
-        for i, r in enumerate(residuals):
-            get_int(r.x[0], f"{where}.residuals[{i}].x[0]", minimum=1)
+        residuals = read_residuals(d, where, arity=1)
         if [r.x[0] for r in residuals] != lengths:
             raise FitError(f"{where}.residuals: points disagree with domain.lengths {lengths}")
         mean, worst, worst_point = check_summary(d, where, residuals)

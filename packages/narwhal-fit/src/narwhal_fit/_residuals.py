@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._document import check_keys, get_list, get_number
+from ._document import check_keys, get_int, get_list, get_number
 from ._errors import FitError
 from ._weighted import nnls_relative
 
@@ -19,6 +19,7 @@ __all__ = [
     "build_residuals",
     "check_predictions",
     "check_summary",
+    "read_residuals",
     "solve_relative",
     "summarize",
 ]
@@ -77,6 +78,19 @@ def _keep_int(value: Any, where: str) -> float:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     return get_number(value, where)
+
+
+def read_residuals(d: Mapping[str, Any], where: str, *, arity: int) -> tuple[PointResidual, ...]:
+    """Read ``d["residuals"]`` (each as :meth:`PointResidual.from_dict` with ``arity``
+    coordinates) and require every first coordinate (a length or a concurrency) to be an
+    integer >= 1."""
+    residuals = tuple(
+        PointResidual.from_dict(r, f"{where}.residuals[{i}]", arity=arity)
+        for i, r in enumerate(get_list(d, "residuals", where))
+    )
+    for i, r in enumerate(residuals):
+        get_int(r.x[0], f"{where}.residuals[{i}].x[0]", minimum=1)
+    return residuals
 
 
 def build_residuals(

@@ -156,7 +156,7 @@ def cohort_tpot(streams: Sequence[StreamTimes], window: DecodeWindow) -> CohortT
     counts: list[int] = []
     spans: list[int] = []
     positions: list[float] = []
-    delivered: list[int] = []
+    intervals: list[int] = []
     for s in streams:
         times = s.token_ns
         lo = bisect.bisect_left(times, window.start_ns)
@@ -165,9 +165,8 @@ def cohort_tpot(streams: Sequence[StreamTimes], window: DecodeWindow) -> CohortT
         counts.append(m)
         spans.append(times[hi - 1] - times[lo] if m > 0 else 0)
         positions.append((lo + hi - 1) / 2.0 if m > 0 else 0.0)
-        delivered.append(hi - bisect.bisect_right(times, times[lo]) if m > 0 else 0)
+        intervals.append(hi - bisect.bisect_right(times, times[lo]) if m > 0 else 0)
     lengths = tuple(len(s.token_ns) for s in streams)
-    intervals = delivered
     worst = min(range(len(streams)), key=intervals.__getitem__)
     if intervals[worst] < _MIN_INTERVALS:
         if window.overlaps:

@@ -30,6 +30,7 @@ __all__ = [
     "LoadedFleet",
     "ProfilesSection",
     "SharedDevice",
+    "fleet_config",
     "load_fleet",
     "profile_key",
     "role_split",
@@ -168,13 +169,14 @@ def load_fleet(path: str | Path) -> LoadedFleet:
     return LoadedFleet(config, fleet_path, digest, base_dir, profiles_path)
 
 
-def _config(fleet: FleetConfig | LoadedFleet) -> FleetConfig:
+def fleet_config(fleet: FleetConfig | LoadedFleet) -> FleetConfig:
+    """The fleet config, given either the config or the loaded fleet file."""
     return fleet.config if isinstance(fleet, LoadedFleet) else fleet
 
 
 def role_split(fleet: FleetConfig | LoadedFleet, iid: str) -> dict[str, int]:
     """Count of each role among the engine's shared-device group; no group: its own role alone."""
-    config = _config(fleet)
+    config = fleet_config(fleet)
     entry = config.engine(iid)
     group = entry.gpu_group
     if group is None:
@@ -185,7 +187,7 @@ def role_split(fleet: FleetConfig | LoadedFleet, iid: str) -> dict[str, int]:
 
 def profile_key(fleet: FleetConfig | LoadedFleet, iid: str) -> ProfileKey:
     """The profile key (engine, gpu group, role split, target role) of a fleet engine."""
-    entry = _config(fleet).engine(iid)
+    entry = fleet_config(fleet).engine(iid)
     return ProfileKey.model_validate(
         {
             "engine": entry.iid,

@@ -7,7 +7,7 @@ from typing import Literal
 
 from ._errors import FormatError
 from ._fields import Iid, PosInt, StrictModel
-from ._fleet import FleetConfig, LoadedFleet
+from ._fleet import FleetConfig, LoadedFleet, fleet_config
 from ._loading import json_path, load_model
 
 __all__ = ["EngineLimits", "LimitsFile", "load_limits"]
@@ -30,8 +30,7 @@ class LimitsFile(StrictModel):
 def load_limits(path: str | Path, fleet: FleetConfig | LoadedFleet) -> LimitsFile:
     """Read and validate a limits file; an iid that is not in ``fleet`` is a ``FormatError``."""
     limits, _ = load_model(path, LimitsFile)
-    config = fleet.config if isinstance(fleet, LoadedFleet) else fleet
-    known = set(config.iids())
+    known = set(fleet_config(fleet).iids())
     for iid in limits.engines:
         if iid not in known:
             raise FormatError(

@@ -16,12 +16,7 @@ def sidecar_path(store_path: str | Path) -> Path:
     ``profiles/fleet-profiles.json`` → ``profiles/fleet-profiles.samples.json``; a name without a
     suffix gets ``.samples.json`` appended.
     """
-    path = Path(store_path)
-    return (
-        path.with_name(path.stem + ".samples.json")
-        if path.suffix
-        else path.with_name(path.name + ".samples.json")
-    )
+    return Path(store_path).with_suffix(".samples.json")
 
 
 def pending_sidecar_name(sidecar_name: str, sidecar_sha256: str) -> str:

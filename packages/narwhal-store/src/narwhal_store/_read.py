@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._canonical import canonical_json, sha256_hex
 from ._errors import FormatError, IntegrityError
@@ -67,21 +67,25 @@ def _read_bytes(path: Path) -> bytes | None:
         raise FormatError(path, "", f"cannot read: {exc.strerror or exc}") from exc
 
 
-def _locate_sidecar(
-    side_path: Path, expected: str, verify: bool
-) -> tuple[Path, bytes, str, bool] | IntegrityError:
+class _Sidecar(NamedTuple):
+    path: Path
+    data: bytes
+    sha256: str
+    recovered: bool
+
+
+def _locate_sidecar(side_path: Path, expected: str) -> _Sidecar | None:
+    """The sidecar beside the store when its SHA-256 is ``expected``; else the pending sidecar a
+    crashed write left under that SHA-256; else the one beside the store as it is (None: absent)."""
     data = _read_bytes(side_path)
-    if data is not None and (not verify or sha256_hex(data) == expected):
-        return side_path, data, sha256_hex(data), False
+    beside = None if data is None else _Sidecar(side_path, data, sha256_hex(data), False)
+    if beside is not None and beside.sha256 == expected:
+        return beside
     pending = side_path.with_name(pending_sidecar_name(side_path.name, expected))
     pending_data = _read_bytes(pending) if not pending.is_symlink() else None
     if pending_data is not None and sha256_hex(pending_data) == expected:
-        return pending, pending_data, expected, True
-    if data is None:
-        return IntegrityError(f"sidecar {side_path} missing")
-    return IntegrityError(
-        f"sidecar {side_path} has SHA-256 {sha256_hex(data)} but the store records {expected}"
-    )
+        return _Sidecar(pending, pending_data, expected, True)
+    return beside
 
 
 def read_store(path: str | Path, *, verify: bool = True) -> LoadedStore:
@@ -90,7 +94,10 @@ def read_store(path: str | Path, *, verify: bool = True) -> LoadedStore:
     With ``verify`` (the default): the sidecar must exist, its SHA-256 must equal the store's
     ``samples.sha256``, every store profile must have a sidecar entry (and vice versa), and each
     profile's ``samples_sha256`` must equal the digest of its entry; otherwise ``IntegrityError``
-    says which. ``verify=False`` still needs a readable sidecar but checks no digest.
+    says which (a sidecar whose SHA-256 differs also names the first profile whose samples no
+    longer match, when the sidecar still parses). ``verify=False`` still needs a readable sidecar
+    but checks no digest. Either way, a sidecar left under its pending name by a write that crashed
+    after committing the store is read when it is the one the store records (``recovered``).
     """
     store_path = Path(path)
     side_path = sidecar_path(store_path)
@@ -98,42 +105,67 @@ def read_store(path: str | Path, *, verify: bool = True) -> LoadedStore:
     while True:
         store_bytes, store_raw = read_json(store_path)
         store = validate_doc(store_path, ProfileStore, store_raw)
-        found = _locate_sidecar(side_path, store.samples.sha256, verify)
-        if not isinstance(found, IntegrityError):
+        found = _locate_sidecar(side_path, store.samples.sha256)
+        if found is not None and (not verify or found.sha256 == store.samples.sha256):
             break
         if attempt >= _ATTEMPTS:
-            raise found
+            raise _sidecar_error(store, found, store_path, side_path)
         attempt += 1
-    where, side_bytes, side_sha, recovered = found
-    side_raw = parse_json(where, side_bytes)
-    sidecar = validate_doc(where, SamplesSidecar, side_raw)
+    side_raw = parse_json(found.path, found.data)
+    sidecar = validate_doc(found.path, SamplesSidecar, side_raw)
     if verify:
-        _verify_entries(store, sidecar, side_raw, store_path, where)
+        problem = _entries_problem(store, sidecar, side_raw, store_path, found.path)
+        if problem is not None:
+            raise IntegrityError(problem)
     return LoadedStore(
-        store, sidecar, store_path, sha256_hex(store_bytes), where, side_sha, recovered
+        store,
+        sidecar,
+        store_path,
+        sha256_hex(store_bytes),
+        found.path,
+        found.sha256,
+        found.recovered,
     )
 
 
-def _verify_entries(
+def _sidecar_error(
+    store: ProfileStore, found: _Sidecar | None, store_path: Path, side_path: Path
+) -> IntegrityError:
+    """The refusal of a missing sidecar, or of one whose SHA-256 is not the store's record."""
+    if found is None:
+        return IntegrityError(f"sidecar {side_path} missing")
+    message = (
+        f"sidecar {side_path} has SHA-256 {found.sha256} "
+        f"but the store records {store.samples.sha256}"
+    )
+    try:
+        side_raw = parse_json(side_path, found.data)
+        sidecar = validate_doc(side_path, SamplesSidecar, side_raw)
+    except FormatError:
+        return IntegrityError(message)
+    problem = _entries_problem(store, sidecar, side_raw, store_path, side_path)
+    return IntegrityError(message if problem is None else f"{message}; {problem}")
+
+
+def _entries_problem(
     store: ProfileStore, sidecar: SamplesSidecar, side_raw: Any, store_path: Path, side_path: Path
-) -> None:
+) -> str | None:
+    """Why the store's profiles and the sidecar's entries do not match one to one with matching
+    samples digests, or None when they do."""
     raw_entries = side_raw["profiles"]
     by_key = {e.key.ident(): raw for e, raw in zip(sidecar.profiles, raw_entries, strict=True)}
     for profile in store.profiles:
         raw = by_key.pop(profile.key.ident(), None)
         if raw is None:
-            raise IntegrityError(
-                f"{store_path}: profile {profile.key.label()} has no samples in {side_path}"
-            )
-        digest = sha256_hex(canonical_json(raw))
+            return f"{store_path}: profile {profile.key.label()} has no samples in {side_path}"
+        digest = samples_digest(raw)
         if digest != profile.samples_sha256:
-            raise IntegrityError(
+            return (
                 f"{store_path}: samples of profile {profile.key.label()} do not match: "
                 f"{side_path} entry has SHA-256 {digest}, "
                 f"the store records {profile.samples_sha256}"
             )
     if by_key:
         extra = next(e for e in sidecar.profiles if e.key.ident() in by_key)
-        raise IntegrityError(
-            f"{side_path}: samples of {extra.key.label()} have no profile in {store_path}"
-        )
+        return f"{side_path}: samples of {extra.key.label()} have no profile in {store_path}"
+    return None

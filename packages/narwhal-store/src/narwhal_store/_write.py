@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import ValidationError
 
 from ._atomic import Folder, check_folder, check_target
 from ._canonical import canonical_json, sha256_hex
 from ._errors import FormatError, IntegrityError, StoreError
-from ._loading import format_validation_error
+from ._loading import validate_doc
 from ._paths import PENDING_SUFFIX, pending_sidecar_name, sidecar_path
 from ._profiles import ProfileStore
+from ._read import samples_digest
 from ._samples import SamplesSidecar
 
 __all__ = ["WrittenStore", "check_destination", "dump_document", "write_store"]
@@ -100,7 +100,7 @@ def _prepare(
     side_doc = sidecar.model_dump()
     _json_checked(side_doc, where, "sidecar")
     digests = {
-        entry.key.ident(): sha256_hex(canonical_json(raw))
+        entry.key.ident(): samples_digest(raw)
         for entry, raw in zip(sidecar.profiles, side_doc["profiles"], strict=True)
     }
     store_doc = store.model_dump()
@@ -116,10 +116,7 @@ def _prepare(
     side_bytes = dump_document(side_doc)
     side_sha = sha256_hex(side_bytes)
     store_doc["samples"] = {"path": sidecar_name, "sha256": side_sha}
-    try:
-        final = ProfileStore.model_validate(store_doc)
-    except ValidationError as exc:
-        raise format_validation_error(where, exc) from exc
+    final = validate_doc(where, ProfileStore, store_doc)
     return side_bytes, dump_document(store_doc), final, side_sha
 
 
