@@ -10,10 +10,12 @@ import pytest
 from narwhal_sim.testing import SimFleet
 from narwhal_store import (
     PENDING_SHA256,
-    ProfileStore,
-    SamplesSidecar,
+    Generator,
+    Profile,
+    ProfileSamples,
     canonical_json,
     load_fleet,
+    new_documents,
     profile_key,
     sha256_hex,
     write_store,
@@ -27,12 +29,6 @@ pytestmark = pytest.mark.slow
 def write_profiles(fleet_path: Path, lengths: list[int], input_lens: list[int]) -> Path:
     """A store (with sidecar) holding one profile per fleet engine over the given domain."""
     fleet = load_fleet(fleet_path)
-    head = {
-        "generator": {"name": "narwhal-profile", "version": "0.1.0"},
-        "created_at": "2026-11-30T05:00:00+00:00",
-        "mode": "live",
-        "fleet_sha256": fleet.sha256,
-    }
     profiles, entries = [], []
     for engine in fleet.config.engines:
         key = profile_key(fleet, engine.iid).model_dump(mode="json")
@@ -96,17 +92,13 @@ def write_profiles(fleet_path: Path, lengths: list[int], input_lens: list[int]) 
                 "decode_fit": decode_fit,
             }
         )
-    store = ProfileStore.model_validate(
-        {
-            "format": "narwhal.profiles",
-            "format_version": 1,
-            **head,
-            "samples": {"path": "pending.samples.json", "sha256": PENDING_SHA256},
-            "profiles": profiles,
-        }
-    )
-    sidecar = SamplesSidecar.model_validate(
-        {"format": "narwhal.samples", "format_version": 1, **head, "profiles": entries}
+    store, sidecar = new_documents(
+        mode="live",
+        fleet_sha256=fleet.sha256,
+        generator=Generator(name="narwhal-profile", version="0.1.0"),
+        profiles=[Profile.model_validate(p) for p in profiles],
+        samples=[ProfileSamples.model_validate(e) for e in entries],
+        created_at="2026-11-30T05:00:00+00:00",
     )
     path = fleet_path.parent / "profiles" / "fleet-profiles.json"
     path.parent.mkdir(exist_ok=True)
