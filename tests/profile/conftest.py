@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +10,8 @@ import orjson
 import pytest
 
 from narwhal_sim.testing import SimFleet, start_sim_fleet
+
+from ._command import ProfileRun, run_profile_command
 
 #: Simulated time runs this much faster than real time in the end-to-end tests.
 TIME_SCALE = 10.0
@@ -29,36 +28,6 @@ TWO_ENGINES: list[dict[str, Any]] = [
     {"iid": "g0.prefill", "role": "prefill", "shared_device": {"group": "g0"}},
     {"iid": "g0.decode", "role": "decode", "shared_device": {"group": "g0"}},
 ]
-
-
-@dataclass(frozen=True)
-class ProfileRun:
-    """One finished ``narwhal-profile`` process."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def result(self) -> dict[str, Any]:
-        """The single JSON result object on stdout (``--format json``)."""
-        lines = [line for line in self.stdout.splitlines() if line.strip()]
-        assert len(lines) == 1, self.stdout
-        doc = orjson.loads(lines[0])
-        assert isinstance(doc, dict)
-        return doc
-
-
-def run_profile_command(*args: str | Path, timeout: float = 240.0) -> ProfileRun:
-    """Run ``python -m narwhal_profile_cli ARGS`` and capture its outputs."""
-    done = subprocess.run(
-        [sys.executable, "-m", "narwhal_profile_cli", *(str(a) for a in args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    return ProfileRun(done.returncode, done.stdout, done.stderr)
 
 
 class Kit:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pytest
 
-from narwhal_sim.testing import SimFleet
+from narwhal_sim.testing import SimFleet, sim_config
 from narwhal_store import read_store
 
 if TYPE_CHECKING:
@@ -25,8 +25,16 @@ pytestmark = pytest.mark.slow
 ONE_ENGINE: list[dict[str, Any]] = [{"iid": "e0", "role": "mixed"}]
 
 
-def _sim_config(**engine: Any) -> dict[str, Any]:
-    return {"format": "narwhal.sim", "format_version": 1, "defaults": {}, "engines": {"e0": engine}}
+def _limits_file(folder: Path, max_num_seqs: int) -> Path:
+    """A limits file capping engine e0 at ``max_num_seqs``."""
+    path = folder / "limits.json"
+    doc = {
+        "format": "narwhal.limits",
+        "format_version": 1,
+        "engines": {"e0": {"max_num_seqs": max_num_seqs}},
+    }
+    path.write_bytes(orjson.dumps(doc))
+    return path
 
 
 def _nothing_written(fleet: SimFleet) -> bool:
@@ -75,7 +83,7 @@ def test_small_max_model_len_leaves_too_few_points(
     kit: Kit, sim_factory: Callable[..., SimFleet]
 ) -> None:
     """An engine whose live max_model_len keeps fewer than three prefill lengths aborts."""
-    fleet = sim_factory(ONE_ENGINE, sim_config=_sim_config(max_model_len=1500))
+    fleet = sim_factory(ONE_ENGINE, sim_config=sim_config(e0={"max_model_len": 1500}))
     done = kit.run("--fleet", fleet.fleet_path)  # default lengths: only 256, 512, 1024 fit
     assert done.returncode == 1
     assert "engine limits leave too few sweep points" in done.stderr
@@ -88,16 +96,7 @@ def test_limits_file_leaves_too_few_concurrencies(
 ) -> None:
     """A max_num_seqs limit of 1 leaves one concurrency level, which aborts the run."""
     fleet = sim_factory(ONE_ENGINE)
-    limits = tmp_path / "limits.json"
-    limits.write_bytes(
-        orjson.dumps(
-            {
-                "format": "narwhal.limits",
-                "format_version": 1,
-                "engines": {"e0": {"max_num_seqs": 1}},
-            }
-        )
-    )
+    limits = _limits_file(tmp_path, 1)
     done = kit.run("--fleet", fleet.fleet_path, "--limits", limits, *kit.small_sweep)
     assert done.returncode == 1
     assert "decode concurrency level(s) [1]" in done.stderr
@@ -109,16 +108,7 @@ def test_limits_file_adds_the_limit_as_a_point(
 ) -> None:
     """With --limits, candidates above the limit are dropped and the limit itself is measured."""
     fleet = sim_factory(ONE_ENGINE)
-    limits = tmp_path / "limits.json"
-    limits.write_bytes(
-        orjson.dumps(
-            {
-                "format": "narwhal.limits",
-                "format_version": 1,
-                "engines": {"e0": {"max_num_seqs": 3}},
-            }
-        )
-    )
+    limits = _limits_file(tmp_path, 3)
     done = kit.run(
         "--fleet", fleet.fleet_path, "--limits", limits, *kit.prefill_lens, *kit.decode_tokens,
         "--decode-input-lens", "512,2048", "--decode-concurrency", "1,2,4,8",
@@ -210,7 +200,7 @@ def test_contract_broken_mid_sweep_discards_the_engine(
 def test_contract_mismatch_aborts(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
     """An engine_contract whose version differs from the live engine aborts naming both values."""
     engines = [{"iid": "e0", "role": "mixed", "engine_contract": {"version": "0.11.0"}}]
-    fleet = sim_factory(engines, sim_config=_sim_config(version="0.12.1"))
+    fleet = sim_factory(engines, sim_config=sim_config(e0={"version": "0.12.1"}))
     done = kit.run("--fleet", fleet.fleet_path, *kit.small_sweep)
     assert done.returncode == 1
     assert "engine e0: engine contract mismatch on 'version'" in done.stderr
@@ -225,7 +215,7 @@ def test_contract_that_holds_binds_an_attestation(
     engines = [
         {"iid": "e0", "role": "mixed", "engine_contract": {"version": "0.12.1", "block_size": 16}}
     ]
-    fleet = sim_factory(engines, sim_config=_sim_config(version="0.12.1"))
+    fleet = sim_factory(engines, sim_config=sim_config(e0={"version": "0.12.1"}))
     done = kit.run("--fleet", fleet.fleet_path, *kit.small_sweep)
     assert done.returncode == 0, done.stderr
     store_path, sidecar_path = kit.outputs(fleet)
@@ -265,7 +255,7 @@ def test_queued_cohorts_are_invalid_and_left_out(
     kit: Kit, sim_factory: Callable[..., SimFleet]
 ) -> None:
     """Cohorts larger than the engine's batch wait in its queue: recorded invalid, not fitted."""
-    fleet = sim_factory(ONE_ENGINE, sim_config=_sim_config(max_num_seqs=2))
+    fleet = sim_factory(ONE_ENGINE, sim_config=sim_config(e0={"max_num_seqs": 2}))
     done = kit.run(
         "--fleet", fleet.fleet_path, *kit.prefill_lens, *kit.decode_tokens,
         "--decode-input-lens", "512,2048", "--decode-concurrency", "1,2,6",
@@ -286,7 +276,7 @@ def test_queued_cohorts_are_invalid_and_left_out(
 
 def test_too_few_usable_cohorts_abort(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
     """When invalid cohorts leave one concurrency level, the run aborts naming the engine."""
-    fleet = sim_factory(ONE_ENGINE, sim_config=_sim_config(max_num_seqs=1))
+    fleet = sim_factory(ONE_ENGINE, sim_config=sim_config(e0={"max_num_seqs": 1}))
     done = kit.run(
         "--fleet", fleet.fleet_path, *kit.prefill_lens, *kit.decode_tokens,
         "--decode-input-lens", "512,2048", "--decode-concurrency", "1,4",
@@ -294,3 +284,22 @@ def test_too_few_usable_cohorts_abort(kit: Kit, sim_factory: Callable[..., SimFl
     assert done.returncode == 1
     assert "engine e0: usable decode cohorts cover concurrency levels [1]" in done.stderr
     assert _nothing_written(fleet)
+
+
+def test_fleet_model_not_served_aborts_naming_the_engine(
+    kit: Kit, sim_factory: Callable[..., SimFleet]
+) -> None:
+    """A fleet entry asking for a model the engine does not serve aborts (exit 1, code "model")
+    before measuring, naming the engine, the model and what is served; nothing is written."""
+    fleet = sim_factory(ONE_ENGINE)
+    doc = orjson.loads(fleet.fleet_path.read_bytes())
+    doc["engines"][0]["model"] = "not-served"
+    wrong = fleet.fleet_path.with_name("fleet-wrong-model.json")
+    wrong.write_bytes(orjson.dumps(doc))
+    done = kit.run("--fleet", wrong, *kit.small_sweep, "--format", "json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    result = done.result()
+    assert result["error"]["code"] == "model" and result["error"]["engine"] == "e0"
+    assert "engine e0 does not serve model 'not-served' (served: " in result["error"]["message"]
+    assert not (wrong.parent / "profiles").exists()
+    assert fleet.state("e0")["device_steps"] == 0

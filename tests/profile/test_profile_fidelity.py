@@ -18,7 +18,7 @@ import pytest
 from narwhal_sim import get_preset, idle_ttft_s, tpot_s
 from narwhal_sim.testing import start_sim_fleet
 
-from .conftest import run_profile_command
+from ._command import run_profile_command
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +16,8 @@ import pytest
 
 from narwhal_profile_cli import cli
 from narwhal_sim.testing import SimFleet, start_sim_fleet
+
+from ..profile._command import ProfileRun, run_profile_command
 
 #: Simulated time runs this much faster than real time.
 TIME_SCALE = 4.0
@@ -38,34 +38,12 @@ SWEEP = (
 IIDS = ("g0.a", "g0.b")
 
 
-@dataclass(frozen=True)
-class Run:
-    """One finished ``narwhal-profile`` process."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def run_profile(*args: str | Path, timeout: float = 240.0) -> Run:
-    """Run the real command, ``python -m narwhal_profile_cli ARGS``."""
-    done = subprocess.run(
-        [sys.executable, "-m", "narwhal_profile_cli", *(str(a) for a in args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    return Run(done.returncode, done.stdout, done.stderr)
-
-
-def run_in_process(*args: str | Path) -> Run:
+def run_in_process(*args: str | Path) -> ProfileRun:
     """Run the same command in this process (``narwhal_profile_cli.cli.run``): no start-up cost."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.run([str(a) for a in args])
-    return Run(code, out.getvalue(), err.getvalue())
+    return ProfileRun(code, out.getvalue(), err.getvalue())
 
 
 def write_fleet(
@@ -155,6 +133,6 @@ def measured(sim: SimFleet, tmp_path_factory: pytest.TempPathFactory) -> Measure
         root / "b", sim, {"g0.a": "decode", "g0.b": "prefill"}, store="split-2.json"
     )
     for fleet in (fleet_a, fleet_b):
-        done = run_profile("--fleet", fleet, *SWEEP)
+        done = run_profile_command("--fleet", fleet, *SWEEP)
         assert done.returncode == 0, done.stderr
     return Measured(fleet_a, root / "a" / "split-1.json", fleet_b, root / "b" / "split-2.json")

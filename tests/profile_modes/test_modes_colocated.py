@@ -9,7 +9,7 @@ import pytest
 
 from narwhal_sim.testing import SimFleet
 
-from .conftest import SWEEP, load, run_profile, samples_of, wait_idle, write_fleet
+from .conftest import SWEEP, load, run_profile_command, samples_of, wait_idle, write_fleet
 
 pytestmark = pytest.mark.slow
 
@@ -43,9 +43,9 @@ def test_neighbour_load_raises_target_tpot(sim: SimFleet, tmp_path: Path) -> Non
     solo_fleet = write_fleet(tmp_path / "solo", sim, roles, store="solo.json")
     colo_fleet = write_fleet(tmp_path / "colo", sim, roles, store="colo.json")
     wait_idle(sim)
-    solo = run_profile("--fleet", solo_fleet, "--only", "g0.b", *SWEEP)
+    solo = run_profile_command("--fleet", solo_fleet, "--only", "g0.b", *SWEEP)
     assert solo.returncode == 0, solo.stderr
-    colo = run_profile("--fleet", colo_fleet, "--only", "g0.b", *SWEEP, *_neighbour_args())
+    colo = run_profile_command("--fleet", colo_fleet, "--only", "g0.b", *SWEEP, *_neighbour_args())
     assert colo.returncode == 0, colo.stderr
     solo_store, colo_store = tmp_path / "solo" / "solo.json", tmp_path / "colo" / "colo.json"
     solo_tpot, colo_tpot = _tpot(solo_store, 512, 8), _tpot(colo_store, 512, 8)
@@ -73,7 +73,9 @@ def test_stalled_neighbour_rejects_profile(sim: SimFleet, tmp_path: Path) -> Non
     wait_idle(sim)
     sim.set_faults("g0.a", stall=True)
     try:
-        done: Any = run_profile("--fleet", fleet, "--only", "g0.b", *SWEEP, *_neighbour_args())
+        done: Any = run_profile_command(
+            "--fleet", fleet, "--only", "g0.b", *SWEEP, *_neighbour_args()
+        )
     finally:
         sim.set_faults("g0.a", stall=None)
         wait_idle(sim)

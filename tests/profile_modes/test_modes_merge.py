@@ -10,17 +10,25 @@ import pytest
 
 from narwhal_store import read_store
 
-from .conftest import Measured, Run, copy_store, load, run_in_process, run_profile, samples_of
+from .conftest import (
+    Measured,
+    ProfileRun,
+    copy_store,
+    load,
+    run_in_process,
+    run_profile_command,
+    samples_of,
+)
 
 pytestmark = pytest.mark.slow
 
 
-def _merge(fleet: Path, inputs: list[Path], out: Path, *, subprocess: bool = False) -> Run:
+def _merge(fleet: Path, inputs: list[Path], out: Path, *, subprocess: bool = False) -> ProfileRun:
     """The merge command: as a subprocess, or in-process (same entry point, no start-up cost)."""
     args: list[str | Path] = ["--fleet", fleet]
     for path in inputs:
         args += ["--merge", path]
-    run = run_profile if subprocess else run_in_process
+    run = run_profile_command if subprocess else run_in_process
     return run(*args, "--out", out)
 
 

@@ -14,11 +14,11 @@ from narwhal_profile_cli._errors import ProfileAbortError, ProfileUsageError
 from narwhal_profile_cli._neighbours import (
     Neighbour,
     NeighbourLoad,
-    NeighbourRecord,
     NeighbourSettings,
     check_neighbour_fit,
     check_neighbours,
 )
+from narwhal_store import NeighbourRecord
 
 POOL = list(range(1000, 1100))
 SETTINGS = NeighbourSettings(
@@ -105,7 +105,7 @@ async def test_healthy_neighbours_complete_requests_by_role() -> None:
         assert rec.completions >= 2 and rec.errors == []
         assert rec.offered_rps == 40.0
         assert rec.achieved_rps == pytest.approx(rec.completions / rec.interval_s)
-        assert set(rec.to_dict()) == {
+        assert set(rec.model_dump()) == {
             "iid",
             "role",
             "offered_rps",

@@ -16,14 +16,22 @@ from narwhal_profile_cli import cli
 from narwhal_profile_cli._refit import refit_from_samples
 from narwhal_store import load_fleet, read_store, write_store
 
-from .conftest import Measured, Run, copy_store, load, run_in_process, run_profile, samples_of
+from .conftest import (
+    Measured,
+    ProfileRun,
+    copy_store,
+    load,
+    run_in_process,
+    run_profile_command,
+    samples_of,
+)
 
 pytestmark = pytest.mark.slow
 
 
-def _refit(fleet: Path, samples: Path, out: Path, *, subprocess: bool = False) -> Run:
+def _refit(fleet: Path, samples: Path, out: Path, *, subprocess: bool = False) -> ProfileRun:
     """The refit command: as a subprocess, or in-process (same entry point, no start-up cost)."""
-    run = run_profile if subprocess else run_in_process
+    run = run_profile_command if subprocess else run_in_process
     return run("--fleet", fleet, "--refit-samples", samples, "--out", out)
 
 

@@ -4,7 +4,7 @@ Starts one ``narwhal-sim`` engine (default preset, real time unless ``--time-sca
 ``narwhal-profile`` command in-process with default sweep options, then prints:
 
 * for every measured prefill length, the written prefill fit against the simulator's own idle TTFT
-  model (``narwhal_sim._presets.idle_ttft_s``), with the relative error (criterion: within 5%);
+  model (``narwhal_sim.idle_ttft_s``), with the relative error (criterion: within 5%);
 * for every measured decode point, the written decode fit against the simulator's TPOT model
   (``tpot_s``) at the point's concurrency and context (criterion: within 10%);
 * the command's wall time, the time spent waiting on the engine (the union of the intervals in which
@@ -30,7 +30,7 @@ import orjson
 
 from narwhal_engine_client import EngineClient
 from narwhal_profile_cli.cli import run
-from narwhal_sim._presets import get_preset, idle_ttft_s, tpot_s
+from narwhal_sim import get_preset, idle_ttft_s, tpot_s
 from narwhal_sim.testing import start_sim_fleet
 
 T = TypeVar("T")

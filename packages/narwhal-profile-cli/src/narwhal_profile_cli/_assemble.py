@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from typing import Any
 
@@ -11,6 +11,7 @@ from narwhal_engine_client import evidence_sha256
 from narwhal_fit import DecodeFit, PrefillFit
 from narwhal_profile_cli._decode_sweep import Cohort
 from narwhal_profile_cli._evidence import generation
+from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._prefill_sweep import PrefillTimings
 from narwhal_profile_cli._preflight import EnginePlan
 from narwhal_store import (
@@ -65,8 +66,8 @@ class EngineMeasurement:
     prefill_fit: PrefillFit
     cohorts: list[Cohort]
     decode_fit: DecodeFit
-    colocation: dict[str, Any] | None
-    neighbours: Sequence[dict[str, Any]]
+    colocation: NeighbourSettings | None
+    neighbours: Sequence[NeighbourRecord]
 
 
 def generator() -> Generator:
@@ -126,7 +127,7 @@ def assemble(fleet: LoadedFleet, m: EngineMeasurement) -> Measured:
             for t in m.prefill
         ],
         decode_samples=[_decode_sample(c) for c in m.cohorts],
-        neighbours=[NeighbourRecord.model_validate(r) for r in m.neighbours],
+        neighbours=list(m.neighbours),
         decode_fit=decode_doc,
     )
     digest = evidence_sha256(m.before)
@@ -146,7 +147,7 @@ def assemble(fleet: LoadedFleet, m: EngineMeasurement) -> Measured:
         ),
         prefill_fit=PrefillFitDoc.model_validate(m.prefill_fit.to_dict()),
         decode_fit=decode_doc,
-        colocation=None if m.colocation is None else Colocation.model_validate(m.colocation),
+        colocation=None if m.colocation is None else Colocation(**asdict(m.colocation)),
         samples_sha256=PENDING_SHA256,
     )
     return Measured(profile, samples)

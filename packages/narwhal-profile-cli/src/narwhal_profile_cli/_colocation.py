@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from narwhal_engine_client import EngineClient
 from narwhal_profile_cli._neighbours import (
@@ -21,7 +20,7 @@ from narwhal_profile_cli._neighbours import (
     check_neighbours,
 )
 from narwhal_profile_cli._preflight import EngineProbe, probe_engine
-from narwhal_store import EngineEntry, LoadedFleet
+from narwhal_store import EngineEntry, LoadedFleet, NeighbourRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +29,6 @@ class ColocationPlan:
 
     neighbours: tuple[Neighbour, ...]
     settings: NeighbourSettings
-
-    def settings_doc(self) -> dict[str, Any]:
-        """The settings as recorded in the profile's ``colocation`` field."""
-        return self.settings.to_dict()
 
 
 def _peers(fleet: LoadedFleet, target: EngineEntry) -> list[EngineEntry]:
@@ -89,13 +84,13 @@ class TargetInterval:
         if self._load is not None:
             self._load.mark()
 
-    def finish(self) -> list[dict[str, Any]]:
+    def finish(self) -> list[NeighbourRecord]:
         """Each neighbour's record for the interval; a stalled or failed neighbour aborts."""
         if self._load is None:
             return []
         records = self._load.records_since_mark()
         check_neighbours(records)
-        return [record.to_dict() for record in records]
+        return records
 
 
 @contextlib.asynccontextmanager

@@ -233,7 +233,7 @@ async def _measure(
         prefill_fit=prefill_fit,
         cohorts=cohorts,
         decode_fit=decode_fit,
-        colocation=None if colocation is None else colocation.settings_doc(),
+        colocation=None if colocation is None else colocation.settings,
         neighbours=neighbours,
     )
 

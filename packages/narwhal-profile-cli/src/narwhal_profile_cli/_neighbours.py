@@ -20,10 +20,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Literal, Self
 
 from narwhal_engine_client import EngineClient, completion_body
 from narwhal_profile_cli._errors import ProfileAbortError, ProfileUsageError
+from narwhal_store import NeighbourRecord
 
 Role = Literal["prefill", "decode", "mixed"]
 
@@ -68,16 +69,6 @@ class NeighbourSettings:
             return self.prefill_tokens, 1
         return self.decode_input_tokens, self.decode_output_tokens
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings as recorded in a colocated profile."""
-        return {
-            "prefill_rps": self.prefill_rps,
-            "decode_rps": self.decode_rps,
-            "prefill_tokens": self.prefill_tokens,
-            "decode_input_tokens": self.decode_input_tokens,
-            "decode_output_tokens": self.decode_output_tokens,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Neighbour:
@@ -89,31 +80,6 @@ class Neighbour:
     model: str
     max_model_len: int
     pool: Sequence[int]
-
-
-@dataclass(frozen=True, slots=True)
-class NeighbourRecord:
-    """What one neighbour did during the target's interval (the sidecar's neighbour record)."""
-
-    iid: str
-    role: Role
-    offered_rps: float
-    completions: int
-    achieved_rps: float
-    errors: list[str]
-    interval_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form for the sidecar."""
-        return {
-            "iid": self.iid,
-            "role": self.role,
-            "offered_rps": self.offered_rps,
-            "completions": self.completions,
-            "achieved_rps": self.achieved_rps,
-            "errors": list(self.errors),
-            "interval_s": self.interval_s,
-        }
 
 
 def check_neighbour_fit(neighbours: Sequence[Neighbour], settings: NeighbourSettings) -> None:

@@ -189,12 +189,16 @@ def _is_non_finite(text: str) -> bool:
         return False
 
 
-def _path(raw: str | None) -> Path | None:
-    if raw is None:
-        return None
+def _path(raw: str) -> Path:
     if not raw.strip():
         raise ProfileUsageError("a path option was given an empty value")
     return Path(raw)
+
+
+def _maybe_path(raw: str | None) -> Path | None:
+    if raw is None:
+        return None
+    return _path(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,12 +269,12 @@ def validate(raw: RawOptions) -> ProfileOptions:
         raise ProfileUsageError("--merge: the same store is named more than once")
     return ProfileOptions(
         output_format=output_format,
-        fleet=_path(raw.fleet),
+        fleet=_maybe_path(raw.fleet),
         only=only,
-        refit_samples=_path(raw.refit_samples),
-        merge=tuple(Path(p) for p in raw.merge if _path(p) is not None),
-        out=_path(raw.out),
-        limits=_path(raw.limits),
+        refit_samples=_maybe_path(raw.refit_samples),
+        merge=tuple(_path(p) for p in raw.merge),
+        out=_maybe_path(raw.out),
+        limits=_maybe_path(raw.limits),
         overwrite=raw.overwrite,
         sweep=sweep,
         colocated=raw.colocated,

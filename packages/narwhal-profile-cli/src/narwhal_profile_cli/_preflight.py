@@ -10,7 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from narwhal_engine_client import EngineClient, EngineClientError, EngineProtocolError
+from narwhal_engine_client import (
+    EngineClient,
+    EngineClientError,
+    EngineProtocolError,
+    select_model,
+)
 from narwhal_profile_cli._errors import ProfileAbortError
 from narwhal_profile_cli._evidence import read_evidence
 from narwhal_profile_cli._options import (
@@ -28,7 +33,6 @@ class EngineProbe:
     """What a healthy engine told us: served model, live ``max_model_len`` and the token pool."""
 
     iid: str
-    role: str
     client: EngineClient
     model: str
     max_model_len: int
@@ -52,8 +56,12 @@ class EnginePlan:
     entry: EngineEntry
     probe: EngineProbe
     points: SweepPoints
-    evidence_kind: Literal["identity", "attestation"]
     contract: dict[str, Any] | None
+
+    @property
+    def evidence_kind(self) -> Literal["identity", "attestation"]:
+        """What the profile is bound to: the live identity, or (with a contract) an attestation."""
+        return "identity" if self.contract is None else "attestation"
 
 
 def kept_points(sweep: SweepSettings, max_model_len: int, limit: int | None) -> SweepPoints:
@@ -130,24 +138,11 @@ async def probe_engine(entry: EngineEntry, client: EngineClient) -> EngineProbe:
         raise ProfileAbortError(
             f"engine {iid}: GET /v1/models failed: {exc}", engine=iid, code="engine_error"
         ) from exc
-    served = [card.id for card in cards]
-    if entry.model is not None:
-        chosen = [card for card in cards if card.id == entry.model]
-        if not chosen:
-            raise ProfileAbortError(
-                f"engine {iid}: does not serve model {entry.model!r} (served: {served})",
-                engine=iid,
-                code="model",
-            )
-    elif len(cards) != 1:
-        raise ProfileAbortError(
-            f"engine {iid}: serves {len(cards)} models {served}; set `model` in the fleet entry",
-            engine=iid,
-            code="model",
-        )
-    else:
-        chosen = cards
-    card = chosen[0]
+    try:
+        card = select_model(cards, entry.model, f"engine {iid}")
+    except EngineClientError as exc:
+        hint = "" if entry.model is not None else " in the fleet entry"
+        raise ProfileAbortError(f"{exc}{hint}", engine=iid, code="model") from exc
     try:
         tokenized = await client.tokenize(POOL_TEXT, model=card.id, add_special_tokens=False)
     except EngineProtocolError as exc:
@@ -176,7 +171,7 @@ async def probe_engine(entry: EngineEntry, client: EngineClient) -> EngineProbe:
             engine=iid,
             code="engine_error",
         )
-    return EngineProbe(iid, entry.role, client, card.id, live, pool)
+    return EngineProbe(iid, client, card.id, live, pool)
 
 
 async def preflight(
@@ -185,8 +180,7 @@ async def preflight(
     """Everything checked before measuring: probe, evidence (contract) and the surviving points."""
     probe = await probe_engine(entry, client)
     contract = None if entry.engine_contract is None else entry.engine_contract.expected()
-    kind: Literal["identity", "attestation"] = "identity" if contract is None else "attestation"
     await read_evidence(entry.iid, client, probe.model, contract)
     points = kept_points(sweep, probe.max_model_len, limit)
     check_points(entry.iid, sweep, points, probe.max_model_len)
-    return EnginePlan(entry, probe, points, kind, contract)
+    return EnginePlan(entry, probe, points, contract)

@@ -1,10 +1,11 @@
 """Inputs of refits and merges: a store with its sidecar, checked profile by profile.
 
-``narwhal_store.read_store`` checks the sidecar's whole-file SHA-256 first, so a single edited
-timing would be reported against the file. Here each profile's samples digest and evidence are
-checked first, so the refusal names the input *and* the profile at fault; the whole-file hash
-comes last and catches edits outside the profile entries. Every refusal is a usage error (exit 2):
-the operator handed the command an input it cannot trust.
+The store is read without verification (``read_store(verify=False)``, which still recovers a
+sidecar a crashed write left pending); then each profile's samples digest, evidence, raw prefill
+timings and decode fit are checked, so the refusal names the input *and* the profile at fault (also
+as ``engine`` in the JSON error); the whole-file hash comes last and catches edits outside the
+profile entries. Every refusal is a usage error (exit 2): the operator handed the command an input
+it cannot trust.
 """
 
 from __future__ import annotations

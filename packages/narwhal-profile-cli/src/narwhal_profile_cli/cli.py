@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from narwhal_profile_cli._assemble import DISTRIBUTION
 from narwhal_profile_cli._errors import ProfileError, ProfileInterrupted, ProfileUsageError
 from narwhal_profile_cli._options import (
     DEFAULT_DECODE_CONCURRENCY,
@@ -28,7 +29,6 @@ from narwhal_profile_cli._options import (
 from narwhal_profile_cli._result import PROG, CommandResult, emit
 from narwhal_profile_cli._run import execute
 
-DISTRIBUTION = "narwhal-profile-cli"
 _SWEEP = "Prefill and decode sweeps"
 _NEIGHBOURS = "Shared-GPU neighbour traffic"
 

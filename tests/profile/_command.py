@@ -1,0 +1,42 @@
+"""Run the real ``narwhal-profile`` command as a subprocess (shared by tests/profile and
+tests/profile_modes, whose conftests import it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+
+@dataclass(frozen=True)
+class ProfileRun:
+    """One finished ``narwhal-profile`` process."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def result(self) -> dict[str, Any]:
+        """The single JSON result object on stdout (``--format json``)."""
+        lines = [line for line in self.stdout.splitlines() if line.strip()]
+        assert len(lines) == 1, self.stdout
+        doc = orjson.loads(lines[0])
+        assert isinstance(doc, dict)
+        return doc
+
+
+def run_profile_command(*args: str | Path, timeout: float = 240.0) -> ProfileRun:
+    """Run ``python -m narwhal_profile_cli ARGS`` and capture its outputs."""
+    done = subprocess.run(
+        [sys.executable, "-m", "narwhal_profile_cli", *(str(a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    return ProfileRun(done.returncode, done.stdout, done.stderr)
