@@ -96,7 +96,6 @@ NEIGHBOUR_OPTIONS = (
 class ProfileOptions:
     """Every option of the command, validated (values only; modes are checked in ``_modes``)."""
 
-    output_format: OutputFormat
     fleet: Path | None
     only: tuple[str, ...]
     refit_samples: Path | None
@@ -229,7 +228,7 @@ class RawOptions:
 
 def validate(raw: RawOptions) -> ProfileOptions:
     """Check every supplied value (in every mode) and return the typed options."""
-    output_format = parse_format(raw.output_format)
+    parse_format(raw.output_format)  # the command layer picks the format itself, also on errors
     sweep = SweepSettings(
         prefill_lens=parse_int_list(
             "--prefill-lens", raw.prefill_lens, min_distinct=MIN_PREFILL_LENS
@@ -268,7 +267,6 @@ def validate(raw: RawOptions) -> ProfileOptions:
     if len(raw.merge) != len(set(raw.merge)):
         raise ProfileUsageError("--merge: the same store is named more than once")
     return ProfileOptions(
-        output_format=output_format,
         fleet=_maybe_path(raw.fleet),
         only=only,
         refit_samples=_maybe_path(raw.refit_samples),

@@ -66,7 +66,6 @@ class PromptFactory:
             raise ValueError(
                 f"a token pool needs at least {MIN_POOL} distinct ids, got {len(pool)}"
             )
-        self.seed = seed
         self._pool = tuple(pool)
         self._rng = random.Random(seed)
         self._heads: set[tuple[int, ...]] = set()

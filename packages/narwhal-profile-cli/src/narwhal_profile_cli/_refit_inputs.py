@@ -14,7 +14,6 @@ from pathlib import Path
 
 from narwhal_profile_cli._errors import ProfileUsageError
 from narwhal_store import (
-    DestinationError,
     LoadedFleet,
     LoadedStore,
     ProfileStore,
@@ -36,7 +35,7 @@ def check_fresh_out(out: Path) -> None:
     """Refuse an ``--out`` whose store or sidecar exists, or that is (or sits in) a symlink."""
     try:
         check_destination(out, mode="fresh")
-    except (DestinationError, StoreError) as exc:
+    except StoreError as exc:  # DestinationError included
         raise ProfileUsageError(
             f"--out {out}: {exc} (refits and merges require fresh outputs)", code="destination"
         ) from exc

@@ -17,7 +17,6 @@ from narwhal_profile_cli._progress import Progress
 from narwhal_profile_cli._refit import refit_from_samples
 from narwhal_profile_cli._result import CommandResult
 from narwhal_store import (
-    FormatError,
     LimitsFile,
     LoadedFleet,
     StoreError,
@@ -39,7 +38,7 @@ def _limits(path: Path | None, fleet: LoadedFleet) -> LimitsFile | None:
         return None
     try:
         return load_limits(path, fleet)
-    except (FormatError, StoreError) as exc:
+    except StoreError as exc:  # FormatError included
         raise ProfileUsageError(f"--limits: {exc}", code="bad_limits") from exc
 
 
