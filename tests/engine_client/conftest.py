@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import socket
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -35,13 +37,18 @@ def event(obj: Any) -> bytes:
 
 DONE = b"data: [DONE]\n\n"
 
+ONE_ID: list[int] = [100]
+"""The default ``token_ids`` of a content chunk: one token, as vLLM sends with
+``return_token_ids`` (which every timed stream asks for). Pass ``token_ids=None`` for a chunk
+that carries no count."""
+
 
 def chunk_011(
     text: str,
     *,
     finish: str | None = None,
     prompt_ids: list[int] | None = None,
-    token_ids: list[int] | None = None,
+    token_ids: list[int] | None = ONE_ID,
 ) -> bytes:
     """A 0.11 content chunk (exclude_unset=False): ``usage: null``, every choice field present."""
     return event(
@@ -70,7 +77,7 @@ def chunk_033(
     text: str,
     *,
     finish: str | None = None,
-    token_ids: list[int] | None = None,
+    token_ids: list[int] | None = ONE_ID,
     usage: dict[str, int] | None = None,
     fingerprint: bool = False,
 ) -> bytes:
@@ -191,3 +198,72 @@ HTTP_ERROR_CASES = [
 ]
 """Non-200 bodies as vLLM writes them (nested >= 0.10.1, flat before, the api-key middleware's 401)
 and the message and type EngineHTTPError must carry."""
+
+
+@dataclass
+class Request:
+    """One request as the server read it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+Respond = Callable[[Request, asyncio.StreamWriter], Awaitable[None]]
+
+
+@dataclass
+class Engine:
+    """A scripted loopback HTTP/1.1 server: ``respond`` writes each answer (keep-alive)."""
+
+    respond: Respond
+    url: str = ""
+    connections: int = 0
+    requests: list[Request] = field(default_factory=list)
+    writers: list[asyncio.StreamWriter] = field(default_factory=list)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.writers.append(writer)
+        try:
+            while not writer.is_closing():
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                first, *lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = first.split(" ", 2)
+                headers = {}
+                for line in lines:
+                    if ":" in line:
+                        name, value = line.split(":", 1)
+                        headers[name.strip().lower()] = value.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                request = Request(method, path, headers, body)
+                self.requests.append(request)
+                await self.respond(request, writer)
+        except ConnectionError:
+            return
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Respond], Awaitable[Engine]]]:
+    """Start scripted engines on loopback; all are stopped after the test."""
+    servers: list[tuple[asyncio.Server, Engine]] = []
+
+    async def start(respond: Respond) -> Engine:
+        engine = Engine(respond)
+        server = await asyncio.start_server(engine.handle, "127.0.0.1", 0)
+        engine.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        servers.append((server, engine))
+        return engine
+
+    yield start
+    for server, engine in servers:
+        server.close()
+        for writer in engine.writers:
+            writer.close()
+        await server.wait_closed()

@@ -63,9 +63,10 @@ def chunk(data: bytes) -> bytes:
 
 
 def sse_event(text: str, finish: str | None = None) -> bytes:
-    """A content event of one token."""
+    """A content event of one token (its id in ``token_ids``)."""
     reason = f'"{finish}"' if finish else "null"
-    return f'data: {{"choices":[{{"text":"{text}","finish_reason":{reason}}}]}}\n\n'.encode()
+    choice = f'{{"text":"{text}","finish_reason":{reason},"token_ids":[7]}}'
+    return f'data: {{"choices":[{choice}]}}\n\n'.encode()
 
 
 EVENTS = [sse_event("a"), sse_event("b", "length"), b"data: [DONE]\n\n"]

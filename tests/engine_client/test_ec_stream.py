@@ -119,11 +119,20 @@ async def test_token_ids_without_usage_chunk_sum(sse, fake_clock):
 async def test_continuous_usage_stats_deltas(sse, fake_clock):
     """With continuous usage stats, each chunk's count is the growth of completion_tokens."""
     parts = [
-        sse.chunk_033("a", usage={"prompt_tokens": 3, "total_tokens": 4, "completion_tokens": 1}),
-        sse.chunk_033("bc", usage={"prompt_tokens": 3, "total_tokens": 6, "completion_tokens": 3}),
+        sse.chunk_033(
+            "a",
+            token_ids=None,
+            usage={"prompt_tokens": 3, "total_tokens": 4, "completion_tokens": 1},
+        ),
+        sse.chunk_033(
+            "bc",
+            token_ids=None,
+            usage={"prompt_tokens": 3, "total_tokens": 6, "completion_tokens": 3},
+        ),
         sse.chunk_033(
             "d",
             finish="length",
+            token_ids=None,
             usage={"prompt_tokens": 3, "total_tokens": 7, "completion_tokens": 4},
         ),
         sse.usage_chunk(3, 4),

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -30,82 +28,13 @@ from narwhal_engine_client import (
     completion_body,
 )
 
-from .conftest import HTTP_ERROR_CASES
+from .conftest import HTTP_ERROR_CASES, Engine, Request, Respond
 
 BODY = completion_body(model="llama", prompt=[1, 2, 3], max_tokens=4)
 TRANSPORTS = pytest.mark.parametrize("transport", ["httpx", "raw"])
 SSE_HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 )
-
-
-@dataclass
-class Request:
-    """One request as the server read it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-
-Respond = Callable[[Request, asyncio.StreamWriter], Awaitable[None]]
-
-
-@dataclass
-class Engine:
-    """A scripted loopback HTTP/1.1 server: ``respond`` writes each answer (keep-alive)."""
-
-    respond: Respond
-    url: str = ""
-    connections: int = 0
-    requests: list[Request] = field(default_factory=list)
-    writers: list[asyncio.StreamWriter] = field(default_factory=list)
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self.writers.append(writer)
-        try:
-            while not writer.is_closing():
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                first, *lines = head.decode("latin-1").split("\r\n")
-                method, path, _ = first.split(" ", 2)
-                headers = {}
-                for line in lines:
-                    if ":" in line:
-                        name, value = line.split(":", 1)
-                        headers[name.strip().lower()] = value.strip()
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                request = Request(method, path, headers, body)
-                self.requests.append(request)
-                await self.respond(request, writer)
-        except ConnectionError:
-            return
-        finally:
-            writer.close()
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Callable[[Respond], Awaitable[Engine]]]:
-    """Start scripted engines on loopback; all are stopped after the test."""
-    servers: list[tuple[asyncio.Server, Engine]] = []
-
-    async def start(respond: Respond) -> Engine:
-        engine = Engine(respond)
-        server = await asyncio.start_server(engine.handle, "127.0.0.1", 0)
-        engine.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        servers.append((server, engine))
-        return engine
-
-    yield start
-    for server, engine in servers:
-        server.close()
-        for writer in engine.writers:
-            writer.close()
-        await server.wait_closed()
 
 
 def chunk(data: bytes) -> bytes:
@@ -242,8 +171,16 @@ async def test_token_ids_count_several_tokens_per_chunk(serve, sse, transport):
 async def test_continuous_usage_stats_deltas(serve, sse, transport):
     """With continuous usage stats each chunk's count is the growth of completion_tokens."""
     parts = [
-        sse.chunk_033("a", usage={"prompt_tokens": 3, "total_tokens": 4, "completion_tokens": 1}),
-        sse.chunk_033("bc", usage={"prompt_tokens": 3, "total_tokens": 6, "completion_tokens": 3}),
+        sse.chunk_033(
+            "a",
+            token_ids=None,
+            usage={"prompt_tokens": 3, "total_tokens": 4, "completion_tokens": 1},
+        ),
+        sse.chunk_033(
+            "bc",
+            token_ids=None,
+            usage={"prompt_tokens": 3, "total_tokens": 6, "completion_tokens": 3},
+        ),
         sse.usage_chunk(3, 3),
         sse.DONE,
     ]

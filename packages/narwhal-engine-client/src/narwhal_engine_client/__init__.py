@@ -11,6 +11,7 @@ tree).
 from narwhal_engine_client._body import completion_body
 from narwhal_engine_client._canonical import canonical_json, sha256_hex
 from narwhal_engine_client._client import EngineClient, StreamTransport
+from narwhal_engine_client._counting import TokenCounting, token_counting, version_tuple
 from narwhal_engine_client._errors import (
     ContractMismatchError,
     EngineClientError,
@@ -44,6 +45,7 @@ __all__ = [
     "StreamCutError",
     "StreamRecord",
     "StreamTransport",
+    "TokenCounting",
     "TokenizeResult",
     "canonical_json",
     "completion_body",
@@ -52,4 +54,6 @@ __all__ = [
     "gather_identity",
     "select_model",
     "sha256_hex",
+    "token_counting",
+    "version_tuple",
 ]

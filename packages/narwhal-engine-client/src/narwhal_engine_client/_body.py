@@ -6,6 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from narwhal_engine_client._counting import TokenCounting
+
 
 def completion_body(
     *,
@@ -17,6 +19,7 @@ def completion_body(
     ignore_eos: bool = True,
     add_special_tokens: bool = False,
     return_token_ids: bool = False,
+    token_counting: TokenCounting | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> bytes:
     """Build the JSON body of one streaming completion, as bytes.
@@ -25,8 +28,10 @@ def completion_body(
     server default flipped between vLLM 0.14 and 0.20). ``min_tokens=None`` means ``min_tokens =
     max_tokens``, so that with ``ignore_eos`` every request produces exactly ``max_tokens`` tokens.
     ``return_token_ids`` (vLLM 0.10.2+) is sent only when true, so older engines do not see an
-    unknown field. ``extra`` is merged last and may override any key. A token-id prompt is sent as a
-    list of ints, used by the engine as given.
+    unknown field. ``token_counting`` asks for exact per-chunk token counts (see
+    :func:`token_counting`): ``return_token_ids``, ``stream_options.continuous_usage_stats``, or
+    both. ``extra`` is merged last and may override any key. A token-id prompt is sent as a list of
+    ints, used by the engine as given.
     """
     if isinstance(prompt, str):
         prompt_value: str | list[int] = prompt
@@ -43,8 +48,10 @@ def completion_body(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    if return_token_ids:
+    if return_token_ids or token_counting in ("token_ids", "both"):
         body["return_token_ids"] = True
+    if token_counting in ("usage", "both"):
+        body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
     if extra:
         body.update(extra)
     return json.dumps(body, separators=(",", ":"), allow_nan=False).encode("utf-8")

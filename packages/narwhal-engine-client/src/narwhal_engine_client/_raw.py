@@ -18,7 +18,13 @@ from urllib.parse import urlsplit
 
 from narwhal_engine_client._errors import EngineConnectError, EngineTimeoutError
 from narwhal_engine_client._http1 import Connection
-from narwhal_engine_client._sse import Consumer, StreamRecord, describe, too_late
+from narwhal_engine_client._sse import (
+    Consumer,
+    StreamRecord,
+    describe,
+    keep_received,
+    too_late,
+)
 
 _FORBIDDEN_IN_HEADER = (b"\r", b"\n", b"\0")
 
@@ -127,6 +133,7 @@ class RawStreamPool:
             f"request {request_id} timed out ({what}, limit {limit:g} s) "
             f"after {len(record.chunk_ns)} content chunks"
         )
+        keep_received(record)
 
     async def _acquire(self) -> Connection:
         idle = self._idle

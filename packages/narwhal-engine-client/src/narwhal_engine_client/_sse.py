@@ -39,10 +39,14 @@ class StreamRecord:
     ``chunk_ns[i]`` is the arrival time of the network read that carried content chunk ``i`` (a
     chunk whose ``choices`` is non-empty) and ``chunk_tokens[i]`` its token count:
     ``len(token_ids)`` when the engine sent token ids, else the growth of
-    ``usage.completion_tokens`` (continuous usage stats), else 1. ``bytes_sent`` is the request body
-    size; ``bytes_received`` the response body bytes read. A request refused for its send deadline
-    (``SendDeadlineError``) was never written: ``send_ns`` is when that was decided, and
-    ``bytes_sent`` is 0.
+    ``usage.completion_tokens`` (continuous usage stats). A chunk that carried neither is counted
+    as 1 and also in ``uncounted_chunks``: its count is a guess, and such a stream must never be
+    turned into a per-token time (``counted`` is False). A completed stream whose counted chunks
+    do not add up to ``usage.completion_tokens`` ends in an ``EngineProtocolError``; a stream cut
+    short keeps the tokens its chunks carried in ``completion_tokens``. ``bytes_sent`` is the
+    request body size; ``bytes_received`` the response body bytes read. A request refused for its
+    send deadline (``SendDeadlineError``) was never written: ``send_ns`` is when that was decided,
+    and ``bytes_sent`` is 0.
     """
 
     request_id: str
@@ -57,7 +61,13 @@ class StreamRecord:
     token_ids: list[int] | None = None
     bytes_sent: int = 0
     bytes_received: int = 0
+    uncounted_chunks: int = 0
     error: EngineClientError | None = None
+
+    @property
+    def counted(self) -> bool:
+        """True when every content chunk's token count came from the engine (ids or usage)."""
+        return self.uncounted_chunks == 0
 
     @property
     def first_token_ns(self) -> int | None:
@@ -183,8 +193,9 @@ class Consumer:
             self._usage(usage)
             if tokens < 0 and rec.completion_tokens is not None:
                 tokens = rec.completion_tokens - before
-        if tokens < 0:
+        if tokens < 0:  # neither token_ids nor continuous usage: a guess, flagged
             tokens = 1
+            rec.uncounted_chunks += 1
         rec.chunk_ns.append(now)
         rec.chunk_tokens.append(tokens)
         return False
@@ -227,11 +238,34 @@ def finish(record: StreamRecord, done: bool, clock_ns: Callable[[], int]) -> Non
         record.error = StreamCutError(
             f"stream ended before [DONE] after {len(record.chunk_ns)} content chunks"
         )
+        keep_received(record)
         return
     if not record.chunk_ns:
         record.error = EngineProtocolError("stream reached [DONE] without any content chunk")
         return
-    if record.completion_tokens is None:
+    usage = record.completion_tokens
+    if not record.counted:
+        if usage is None:
+            record.error = EngineProtocolError(
+                f"request {record.request_id}: no usage chunk and no per-chunk token counts "
+                f"(token_ids or continuous usage) in {len(record.chunk_ns)} content chunks: "
+                "its output token count is unknown"
+            )
+        return
+    counted = sum(record.chunk_tokens)
+    if usage is None:
+        record.completion_tokens = counted
+    elif counted != usage:
+        record.error = EngineProtocolError(
+            f"request {record.request_id}: its {len(record.chunk_ns)} content chunks carried "
+            f"{counted} tokens but usage.completion_tokens is {usage}"
+        )
+
+
+def keep_received(record: StreamRecord) -> None:
+    """A stream that ended early keeps, as ``completion_tokens``, the tokens its chunks carried
+    (left as it is when a chunk's count was a guess)."""
+    if record.counted and record.chunk_ns:
         record.completion_tokens = sum(record.chunk_tokens)
 
 
@@ -241,6 +275,7 @@ def broken(record: StreamRecord, now: int, why: str) -> None:
     record.error = StreamCutError(
         f"connection broke after {len(record.chunk_ns)} content chunks: {why}"
     )
+    keep_received(record)
 
 
 def too_late(record: StreamRecord, now: int, send_by_ns: int | None) -> bool:

@@ -25,6 +25,7 @@ from narwhal_engine_client._sse import (
     broken,
     describe,
     finish,
+    keep_received,
     too_late,
 )
 
@@ -97,6 +98,7 @@ async def run_stream(
             f"request {request_id} timed out ({what}, limit {deadline_s:g} s) "
             f"after {len(record.chunk_ns)} content chunks"
         )
+        keep_received(record)
     except httpx.TransportError as exc:
         record.end_ns = clock_ns()
         record.error = EngineConnectError(f"cannot reach {_origin(request)}: {describe(exc)}")
