@@ -23,7 +23,7 @@ _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def version_tuple(version: str | None) -> tuple[int, int, int] | None:
-    """``"0.11.0"`` → ``(0, 11, 0)`` (also ``"v0.32.0+cpu"``, ``"0.10.2rc1"``); None if unreadable."""
+    """``"0.11.0"`` → ``(0, 11, 0)`` (also ``"v0.32.0+cpu"``, ``"0.10.2rc1"``); None: unreadable."""
     if not version:
         return None
     match = _VERSION.match(version.strip())
