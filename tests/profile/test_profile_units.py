@@ -8,7 +8,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from narwhal_engine_client import MetricsSnapshot, StreamCutError, StreamRecord
+from narwhal_engine_client import (
+    EngineProtocolError,
+    MetricsSnapshot,
+    StreamCutError,
+    StreamRecord,
+    token_counting,
+)
 from narwhal_profile_cli._errors import ProfileAbortError
 from narwhal_profile_cli._evidence import check_unchanged, generation
 from narwhal_profile_cli._live import select_engines
@@ -178,8 +184,10 @@ def test_result_rendering() -> None:
     assert error_line(failure) == "narwhal-profile: error: engine e0: /health failed"
 
 
-def _probe() -> EngineProbe:
-    return EngineProbe("e0", None, "m", 1000, tuple(range(100)))  # type: ignore[arg-type]
+def _probe(version: str | None = "0.11.0") -> EngineProbe:
+    counting = token_counting(version)
+    pool = tuple(range(100))
+    return EngineProbe("e0", None, "m", 1000, pool, version, counting)  # type: ignore[arg-type]
 
 
 def test_prepare_checks_input_plus_output_fits() -> None:
@@ -188,8 +196,32 @@ def test_prepare_checks_input_plus_output_fits() -> None:
     body = orjson.loads(request.body)
     assert (body["max_tokens"], body["min_tokens"], len(body["prompt"])) == (10, 10, 990)
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["return_token_ids"] is True  # vLLM >= 0.10.2 counts tokens per chunk by ids
     with pytest.raises(ProfileAbortError, match="does not fit the live max_model_len 1000"):
         prepare(_probe(), [5] * 991, 10, "r2")
+
+
+@pytest.mark.parametrize(
+    ("version", "token_ids", "continuous"),
+    [("0.33.0", True, False), ("0.9.2", False, True), (None, True, True)],
+)
+def test_prepare_asks_for_per_chunk_counts_the_engine_supports(
+    version: str | None, token_ids: bool, continuous: bool
+) -> None:
+    """return_token_ids from 0.10.2, continuous usage before it, both for an unknown version."""
+    body = orjson.loads(prepare(_probe(version), [5] * 10, 4, "r").body)
+    assert body.get("return_token_ids", False) is token_ids
+    assert body["stream_options"].get("continuous_usage_stats", False) is continuous
+
+
+def test_verify_refuses_chunks_without_token_counts() -> None:
+    """A stream whose chunks carried no count aborts naming the engine version; never a TPOT."""
+    request = prepare(_probe("0.9.2"), [1, 2, 3, 4], 2, "r1")
+    with pytest.raises(ProfileAbortError) as caught:
+        verify(_probe("0.9.2"), request, _record(uncounted_chunks=2))
+    assert caught.value.code == "token_counts" and caught.value.exit_code == 1
+    assert "engine e0 (vLLM 0.9.2)" in caught.value.message
+    assert "stream_options.continuous_usage_stats" in caught.value.message
 
 
 def _record(**changes: object) -> StreamRecord:
@@ -220,6 +252,9 @@ def test_verify_compares_usage_with_what_was_sent() -> None:
         verify(_probe(), request, _record(completion_tokens=1))
     with pytest.raises(ProfileAbortError, match="request r1 failed"):
         verify(_probe(), request, _record(error=StreamCutError("cut"), end_ns=None))
+    mismatch = EngineProtocolError("its 2 content chunks carried 2 tokens but usage... is 3")
+    with pytest.raises(ProfileAbortError, match="carried 2 tokens"):
+        verify(_probe(), request, _record(error=mismatch))
 
 
 def test_observe_reads_gauges_and_the_preemption_counter() -> None:

@@ -34,7 +34,7 @@ Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
 
 def _sse(prompt_tokens: int, completion_tokens: int) -> bytes:
     events = [
-        {"choices": [{"index": 0, "text": "x", "finish_reason": None}]}
+        {"choices": [{"index": 0, "text": "x", "finish_reason": None, "token_ids": [1]}]}
         for _ in range(completion_tokens)
     ]
     events.append(
@@ -78,8 +78,14 @@ class FakeEngine:
 def _neighbour(iid: str, role: str, engine: FakeEngine, max_model_len: int = 64) -> Neighbour:
     client = EngineClient(f"http://{iid}.test", transport=httpx.MockTransport(engine.handle))
     return Neighbour(
-        iid=iid, role=role, client=client, model="m", max_model_len=max_model_len, pool=POOL
-    )  # type: ignore[arg-type]
+        iid=iid,
+        role=role,  # type: ignore[arg-type]
+        client=client,
+        model="m",
+        max_model_len=max_model_len,
+        pool=POOL,
+        counting="token_ids",
+    )
 
 
 async def _run(
@@ -117,6 +123,8 @@ async def test_healthy_neighbours_complete_requests_by_role() -> None:
     check_neighbours(records)
     assert all(len(b["prompt"]) == 16 and b["max_tokens"] == 1 for b in pre.bodies)  # type: ignore[arg-type]
     assert all(len(b["prompt"]) == 8 and b["max_tokens"] == 4 for b in dec.bodies)  # type: ignore[arg-type]
+    # every neighbour stream asks for exact per-chunk token counts
+    assert all(b.get("return_token_ids") is True for b in pre.bodies + dec.bodies)
     prompts = [tuple(b["prompt"]) for b in pre.bodies]  # type: ignore[call-overload]
     assert len(set(prompts)) == len(prompts)
     assert all(t in POOL for p in prompts for t in p)

@@ -65,6 +65,7 @@ async def plan_colocation(
                     model=probe.model,
                     max_model_len=probe.max_model_len,
                     pool=probe.pool,
+                    counting=probe.counting,
                 )
             )
         if neighbours:

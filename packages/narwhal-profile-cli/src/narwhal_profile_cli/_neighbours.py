@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self
 
-from narwhal_engine_client import EngineClient, completion_body
+from narwhal_engine_client import EngineClient, TokenCounting, completion_body
 from narwhal_profile_cli._errors import ProfileAbortError, ProfileUsageError
 from narwhal_store import NeighbourRecord
 
@@ -80,6 +80,7 @@ class Neighbour:
     model: str
     max_model_len: int
     pool: Sequence[int]
+    counting: TokenCounting
 
 
 def check_neighbour_fit(neighbours: Sequence[Neighbour], settings: NeighbourSettings) -> None:
@@ -234,7 +235,12 @@ class NeighbourLoad:
     async def _request(self, tally: _Tally, k: int) -> None:
         nb = tally.neighbour
         prompt = tally.rng.choices(nb.pool, k=tally.input_tokens)
-        body = completion_body(model=nb.model, prompt=prompt, max_tokens=tally.output_tokens)
+        body = completion_body(
+            model=nb.model,
+            prompt=prompt,
+            max_tokens=tally.output_tokens,
+            token_counting=nb.counting,
+        )
         request_id = f"narwhal-neighbour-{nb.iid}-{k}-{secrets.token_hex(4)}"
         try:
             record = await nb.client.stream_completion(body, request_id=request_id)

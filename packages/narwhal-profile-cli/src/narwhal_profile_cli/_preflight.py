@@ -14,7 +14,9 @@ from narwhal_engine_client import (
     EngineClient,
     EngineClientError,
     EngineProtocolError,
+    TokenCounting,
     select_model,
+    token_counting,
 )
 from narwhal_profile_cli._errors import ProfileAbortError
 from narwhal_profile_cli._evidence import read_evidence
@@ -30,13 +32,17 @@ from narwhal_store import EngineEntry
 
 @dataclass(frozen=True, slots=True)
 class EngineProbe:
-    """What a healthy engine told us: served model, live ``max_model_len`` and the token pool."""
+    """What a healthy engine told us: served model, live ``max_model_len``, the token pool, and
+    its version with the per-chunk token counting it supports (``return_token_ids`` from vLLM
+    0.10.2, per-chunk usage before; both when ``/version`` gives nothing readable)."""
 
     iid: str
     client: EngineClient
     model: str
     max_model_len: int
     pool: tuple[int, ...]
+    version: str | None
+    counting: TokenCounting
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +177,16 @@ async def probe_engine(entry: EngineEntry, client: EngineClient) -> EngineProbe:
             engine=iid,
             code="engine_error",
         )
-    return EngineProbe(iid, client, card.id, live, pool)
+    version = await _version(client)
+    return EngineProbe(iid, client, card.id, live, pool, version, token_counting(version))
+
+
+async def _version(client: EngineClient) -> str | None:
+    """``GET /version``, or None when the engine (or a router in front of it) does not tell."""
+    try:
+        return await client.version()
+    except EngineClientError:
+        return None
 
 
 async def preflight(

@@ -5,9 +5,15 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from narwhal_engine_client import StreamRecord, completion_body
+from narwhal_engine_client import StreamRecord, TokenCounting, completion_body
 from narwhal_profile_cli._errors import ProfileAbortError
 from narwhal_profile_cli._preflight import EngineProbe
+
+_ASKED: dict[TokenCounting, str] = {
+    "token_ids": "return_token_ids",
+    "usage": "stream_options.continuous_usage_stats",
+    "both": "return_token_ids and stream_options.continuous_usage_stats",
+}
 
 
 @dataclass(slots=True)
@@ -48,14 +54,31 @@ def prepare(
             code="max_model_len",
         )
     body = completion_body(
-        model=probe.model, prompt=prompt, max_tokens=output_tokens, min_tokens=output_tokens
+        model=probe.model,
+        prompt=prompt,
+        max_tokens=output_tokens,
+        min_tokens=output_tokens,
+        token_counting=probe.counting,
     )
     return PreparedRequest(request_id, body, len(prompt), output_tokens)
 
 
 def verify(probe: EngineProbe, request: PreparedRequest, record: StreamRecord) -> None:
-    """Abort unless the stream completed with exactly the prompt and output token counts sent."""
+    """Abort unless the stream completed with exactly the prompt and output token counts sent,
+    and every chunk's token count came from the engine (a chunk time is never turned into a
+    per-token time on a guess; the chunk counts adding up to the usage is checked by the client).
+    """
     iid = probe.iid
+    if not record.counted:
+        raise ProfileAbortError(
+            f"engine {iid} (vLLM {probe.version or 'of unknown version'}): request "
+            f"{request.request_id} got {record.uncounted_chunks} of {len(record.chunk_ns)} "
+            "content chunks without a token count (asked for "
+            f"{_ASKED[probe.counting]}); without exact per-chunk counts chunk times cannot "
+            "be turned into a TPOT",
+            engine=iid,
+            code="token_counts",
+        )
     if record.error is not None or not record.ok:
         reason = record.error if record.error is not None else "the stream did not complete"
         raise ProfileAbortError(
