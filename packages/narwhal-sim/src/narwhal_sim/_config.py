@@ -19,6 +19,7 @@ from ._presets import Preset, get_preset
 SIM_FORMAT = "narwhal.sim"
 FLEET_FORMAT = "narwhal.fleet"
 API_STYLES = ("0.11", "0.33")
+COALESCE_MODES = ("merge", "burst")
 _IID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 # keys allowed in the sim config's "defaults" and per-engine tables
@@ -32,6 +33,8 @@ ENGINE_KEYS = frozenset(
         "max_num_batched_tokens",
         "kv_cache_tokens",
         "stream_interval",
+        "coalesce_steps",
+        "coalesce_mode",
         "enable_request_id_headers",
         "prefix_caching",
         "version",
@@ -80,6 +83,11 @@ class EngineSettings:
     gpu_memory_utilization: float
     api_key_env: str | None = None
     faults: Faults = field(default_factory=Faults)
+    # An API server that falls behind (vLLM's RequestOutputCollector): outputs reach the client
+    # only every ``coalesce_steps`` engine steps (first and last at once), merged into one chunk
+    # ("merge") or written back to back as separate chunks in one write ("burst").
+    coalesce_steps: int = 1
+    coalesce_mode: str = "merge"
 
     @property
     def url(self) -> str:
@@ -313,4 +321,14 @@ def _resolve_one(
         gpu_memory_utilization=float(table.get("gpu_memory_utilization", 0.9)),
         api_key_env=entry.get("api_key_env") if isinstance(entry.get("api_key_env"), str) else None,
         faults=faults,
+        coalesce_steps=_positive("coalesce_steps", table.get("coalesce_steps", 1), iid),
+        coalesce_mode=_coalesce_mode(table.get("coalesce_mode", "merge"), iid),
     )
+
+
+def _coalesce_mode(value: Any, iid: str) -> str:
+    if value not in COALESCE_MODES:
+        raise SimConfigError(
+            f"sim config engines.{iid}.coalesce_mode: expected merge or burst, got {value!r}"
+        )
+    return str(value)

@@ -270,6 +270,7 @@ class SimEngine:
                 created,
                 cut_after=self.faults.cut_after_tokens,
                 error_after=self.faults.stream_error_after_tokens,
+                usage_excess=self.faults.usage_excess_tokens or 0,
                 on_cut=self._drop,
             )
         else:

@@ -28,6 +28,8 @@ class Faults:
     models_max_model_len: int | str | None = None
     http_error: HttpErrorFault | None = None
     cut_after_tokens: int | None = None
+    # the usage chunk reports this many more completion tokens than the content chunks carried
+    usage_excess_tokens: int | None = None
     stream_error_after_tokens: int | None = None
     stall: bool = False
     noise: float | None = None
@@ -70,7 +72,7 @@ def _check(key: str, value: Any) -> Any:
         return _int(key, value, minimum=100)
     if key in ("tokenize_max_model_len", "models_max_model_len"):
         return _len_fault(key, value)
-    if key in ("cut_after_tokens", "stream_error_after_tokens"):
+    if key in ("cut_after_tokens", "stream_error_after_tokens", "usage_excess_tokens"):
         return _int(key, value, minimum=0)
     if key == "stall" or key == "prefix_caching":
         if not isinstance(value, bool):

@@ -30,12 +30,16 @@ class StreamWriter:
         cut_after: int | None,
         error_after: int | None,
         on_cut: Callable[[SimRequest], None],
+        usage_excess: int = 0,
     ) -> None:
         self._p = params
         self._resp = responder
         self._cut_after = cut_after
         self._error_after = error_after
         self._on_cut = on_cut
+        self._usage_excess = usage_excess
+        self._coalesce_steps = settings.coalesce_steps
+        self._merge = settings.coalesce_mode == "merge"
         self._style33 = settings.api_style == "0.33"
         self._fingerprint_field = (
             b',"system_fingerprint":"%s"' % fingerprint(settings).encode() if self._style33 else b""
@@ -54,27 +58,38 @@ class StreamWriter:
         self._prompt_ids_first = params.return_token_ids or not self._style33
         self._emitted = 0  # tokens written
         self._pending = 0  # tokens generated but held back by stream_interval
+        self._outputs: list[int] = []  # outputs (token counts) the API server has not written yet
+        self._steps = 0  # engine steps since the API server last wrote
         self._chars = 0
         self.done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
     # TokenSink -----------------------------------------------------------------------------
     def on_tokens(self, request: SimRequest, count: int, finished: bool) -> None:
-        """Write a chunk when due (first token, stream_interval reached, or last token)."""
+        """One engine step's tokens. The engine makes an output at the first token, every
+        ``stream_interval`` tokens and at the last; the API server writes its outputs at once,
+        or (coalescing) every ``coalesce_steps`` steps, the first and the last output at once."""
         self._pending += count
-        first = self._emitted == 0
+        first = self._emitted == 0 and not self._outputs
         limit = self._cut_after if self._cut_after is not None else self._error_after
-        if limit is not None and self._emitted + self._pending >= limit:
-            self._pending = limit - self._emitted
+        if limit is not None and self._emitted + sum(self._outputs) + self._pending >= limit:
+            self._outputs, self._pending = [], limit - self._emitted
             if self._pending > 0:
-                self._resp.write_chunk(self._chunk(self._pending, None, first))
-                self._emitted += self._pending
+                self._resp.write_chunk(self._chunk(self._pending, None))
             self._fault(request)
             return
-        if not (finished or first or self._pending >= self._p.stream_interval):
+        if finished or first or self._pending >= self._p.stream_interval:
+            self._outputs.append(self._pending)
+            self._pending = 0
+        self._steps += 1
+        if not (finished or first or self._steps >= self._coalesce_steps) or not self._outputs:
             return
-        data = self._chunk(self._pending, self._p.finish_reason if finished else None, first)
-        self._emitted += self._pending
-        self._pending = 0
+        outputs, self._outputs, self._steps = self._outputs, [], 0
+        if self._merge:
+            outputs = [sum(outputs)]
+        data = b"".join(
+            self._chunk(n, self._p.finish_reason if finished and i == len(outputs) - 1 else None)
+            for i, n in enumerate(outputs)
+        )
         if not finished:
             self._resp.write_chunk(data)
             return
@@ -102,9 +117,12 @@ class StreamWriter:
             err = ApiError(500, "Internal server error", "InternalServerError")
             self._resp.end_stream(err.stream_event() + DONE)
 
-    def _chunk(self, count: int, finish: str | None, first: bool) -> bytes:
+    def _chunk(self, count: int, finish: str | None) -> bytes:
+        """The SSE event of the next ``count`` tokens (counted as written)."""
         p = self._p
         start = self._emitted
+        first = start == 0
+        self._emitted += count
         ids = [tok.generated_id(p.digest, start + k) for k in range(count)]
         texts = [tok.token_text(i) for i in ids]
         text = "".join(texts)
@@ -133,7 +151,7 @@ class StreamWriter:
         return b"".join(parts)
 
     def _usage_chunk(self) -> bytes:
-        usage = _usage(len(self._p.prompt_ids), self._emitted)
+        usage = _usage(len(self._p.prompt_ids), self._emitted + self._usage_excess)
         return self._usage_head + usage + self._fingerprint_field + b"}\n\n"
 
 

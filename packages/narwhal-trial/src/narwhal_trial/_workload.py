@@ -111,9 +111,17 @@ def prompt_ids(workload: Workload, n: int) -> np.ndarray[Any, np.dtype[np.int64]
 
 
 def request_body(workload: Workload, n: int) -> bytes:
-    """The encoded streaming body of request ``n`` with the workload's sampling settings."""
+    """The encoded streaming body of request ``n`` with the workload's sampling settings.
+
+    It asks for exact per-chunk token counts the way the engine that prepared the workload gave
+    its token ids: ``return_token_ids``, or per-chunk usage when that engine only knew logprobs
+    (vLLM before 0.10.2). The client checks that the chunks add up to the usage count.
+    """
     s = workload.sampling
     return completion_body(
+        token_counting=(
+            "token_ids" if workload.seed_prompt.token_ids_source == "return_token_ids" else "usage"
+        ),
         model=workload.model,
         prompt=prompt_ids(workload, n).tolist(),
         max_tokens=s.max_tokens,
