@@ -28,6 +28,14 @@ class ProfileRun:
         assert isinstance(doc, dict)
         return doc
 
+    def success(self, line: str, engines: list[str]) -> None:
+        """Text mode: one fit-quality line per engine, in order, then the seed's success line."""
+        *fits, last = self.stdout.splitlines()
+        assert last == line, self.stdout
+        assert [f.split(": ", 1)[0] for f in fits] == engines, self.stdout
+        for fit in fits:
+            assert "prefill fit mean " in fit and "; decode fit mean " in fit, fit
+
 
 def run_profile_command(*args: str | Path, timeout: float = 240.0) -> ProfileRun:
     """Run ``python -m narwhal_profile_cli ARGS`` and capture its outputs."""

@@ -268,7 +268,7 @@ def test_queued_cohorts_are_invalid_and_left_out(
     assert all("raise --decode-tokens" in c["reason"] for c in invalid)
     fit = kit.load(store_path)["profiles"][0]["decode_fit"]
     assert fit["domain"]["concurrency"] == [1, 2]
-    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    warnings = [line for line in done.stderr.splitlines() if "left out of the fit" in line]
     assert len(warnings) == 1, done.stderr
     assert warnings[0].startswith("narwhal-profile: warning: e0: 2 decode point(s) left out")
     assert "input 512 x 6" in warnings[0] and "input 2048 x 6" in warnings[0]

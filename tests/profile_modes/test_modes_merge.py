@@ -41,8 +41,9 @@ def test_merge_two_role_mixes(measured: Measured, tmp_path: Path) -> None:
     out = tmp_path / "combined.json"
     done = _merge(measured.fleet_a, [measured.store_a, measured.store_b], out, subprocess=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"merged 4 measured profiles to {out}"
     merged = read_store(out)  # the merged pair verifies
+    labels = [p.key.label() for p in merged.store.profiles]  # an iid occurs under two role mixes
+    done.success(f"merged 4 measured profiles to {out}", labels)
     assert merged.store.mode == "merge" and merged.sidecar.mode == "merge"
     keys = sorted((p.key.engine, p.key.target_role) for p in merged.store.profiles)
     assert keys == [
@@ -169,7 +170,8 @@ def test_refit_of_a_merged_store(measured: Measured, tmp_path: Path) -> None:
         "--fleet", measured.fleet_a, "--refit-samples", samples_of(merged), "--out", out
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"refitted 4 profile(s) to {out}"
+    labels = [p.key.label() for p in read_store(out).store.profiles]
+    done.success(f"refitted 4 profile(s) to {out}", labels)
     before = [p["prefill_fit"] for p in load(merged)["profiles"]]
     assert [p["prefill_fit"] for p in load(out)["profiles"]] == before
     sources = load(samples_of(out))["sources"]

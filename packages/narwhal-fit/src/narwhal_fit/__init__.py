@@ -12,6 +12,7 @@ Fits round-trip through plain dicts (``to_dict``/``from_dict``/:func:`load_fit`)
 numpy and scipy only.
 """
 
+from ._bursts import BURST_FRACTION, burst_share
 from ._decode import DECODE_FORM, DecodeFit, DecodePoint, fit_decode
 from ._errors import FitConvergenceError, FitError, InsufficientDataError, NeedsMoreTokensError
 from ._gate import DEFAULT_MEAN_LIMIT, DEFAULT_WORST_LIMIT, GateVerdict, gate_prefill
@@ -29,6 +30,7 @@ from ._window import (
 )
 
 __all__ = [
+    "BURST_FRACTION",
     "DECODE_FORM",
     "DEFAULT_MEAN_LIMIT",
     "DEFAULT_WORST_LIMIT",
@@ -47,6 +49,7 @@ __all__ = [
     "PointResidual",
     "PrefillFit",
     "StreamTimes",
+    "burst_share",
     "cohort_tpot",
     "decode_window",
     "expand_chunks",

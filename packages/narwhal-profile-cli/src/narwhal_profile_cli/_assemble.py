@@ -98,6 +98,7 @@ def _decode_sample(cohort: Cohort) -> DecodeSample:
         ],
         tpot_s=None if point is None else point.tpot_s,
         ctx=None if point is None else point.ctx,
+        burst_share=cohort.burst_share,
     )
 
 

@@ -18,6 +18,7 @@ from narwhal_fit import (
     FitError,
     NeedsMoreTokensError,
     StreamTimes,
+    burst_share,
     cohort_tpot,
     decode_window,
     fit_decode,
@@ -42,7 +43,11 @@ class StreamTrace:
 
 @dataclass(frozen=True, slots=True)
 class Cohort:
-    """One decode cohort and its verdict (``point`` is None when it is left out of the fit)."""
+    """One decode cohort and its verdict (``point`` is None when it is left out of the fit).
+
+    ``intervals`` is the fewest in-window token intervals of any stream and ``burst_share`` the
+    share of in-window chunk intervals that came in bursts (both None without a measured window).
+    """
 
     input_len: int
     concurrency: int
@@ -50,6 +55,8 @@ class Cohort:
     streams: list[StreamTrace]
     point: DecodePoint | None
     reason: str | None
+    intervals: int | None = None
+    burst_share: float | None = None
 
 
 def _traces(records: list[StreamRecord]) -> list[StreamTrace]:
@@ -98,6 +105,8 @@ async def run_cohort(
     window = decode_window(streams)
     reasons = watch.problems(window.start_ns, window.end_ns)
     point: DecodePoint | None = None
+    intervals: int | None = None
+    bursts: float | None = None
     try:
         tpot = cohort_tpot(streams, window)
     except NeedsMoreTokensError as exc:
@@ -109,6 +118,9 @@ async def run_cohort(
             )
         reasons.append(str(exc))
     else:
+        intervals = tpot.intervals_per_stream
+        chunks = [(r.chunk_ns, r.chunk_tokens) for r in records]
+        bursts = burst_share(chunks, window, tpot.per_stream)
         if not reasons:
             point = tpot.decode_point(input_len)
     return Cohort(
@@ -118,6 +130,8 @@ async def run_cohort(
         streams=_traces(records),
         point=point,
         reason="; ".join(reasons) if reasons else None,
+        intervals=intervals,
+        burst_share=bursts,
     )
 
 

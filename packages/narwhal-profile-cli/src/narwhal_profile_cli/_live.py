@@ -25,6 +25,7 @@ from narwhal_profile_cli._prefill_sweep import fit_and_gate, run_prefill, warm_u
 from narwhal_profile_cli._preflight import EnginePlan, check_health, preflight
 from narwhal_profile_cli._progress import Progress, sweep_weight
 from narwhal_profile_cli._prompts import PromptFactory
+from narwhal_profile_cli._quality import decode_warnings
 from narwhal_profile_cli._requests import RequestIds
 from narwhal_store import (
     DestinationError,
@@ -99,7 +100,8 @@ async def run_live(
 ) -> None:
     """Measure the selected engines of ``fleet`` into its ``profiles.path``.
 
-    ``warn`` receives one line per engine whose decode points were left out of its fit.
+    ``warn`` receives one line per engine whose decode points were left out of its fit, and the
+    decode-fit and bursty-delivery warnings of ``_quality``.
     """
     selected = select_engines(fleet, only)
     store_path = fleet.profiles_path
@@ -147,7 +149,16 @@ async def run_live(
                         f"input {c.input_len} x {c.concurrency}: {c.reason}" for c in left_out
                     )
                 )
-            state.measured.append(assemble(fleet, measurement))
+            measured = assemble(fleet, measurement)
+            state.measured.append(measured)
+            for line in decode_warnings(
+                plan.entry.iid,
+                measured.profile,
+                measurement.cohorts,
+                decode_tokens=sweep.decode_tokens,
+                colocated=plan.entry.iid in colocations,
+            ):
+                warn(line)
             store, sidecar = documents(fleet, state.measured)
             try:
                 write_store(store_path, store, sidecar, mode=_write_mode(overwrite, state.written))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -10,6 +10,7 @@ import orjson
 
 from narwhal_profile_cli._errors import ProfileError
 from narwhal_profile_cli._options import OutputFormat
+from narwhal_profile_cli._quality import fit_lines
 
 RESULT_FORMAT = "narwhal.profile.result"
 RESULT_FORMAT_VERSION = 1
@@ -24,6 +25,7 @@ class CommandResult:
     path: Path | None = None
     samples_path: Path | None = None
     profiles: int = 0
+    fits: list[dict[str, Any]] = field(default_factory=list)
     error: ProfileError | None = None
 
     @property
@@ -53,6 +55,7 @@ class CommandResult:
             "path": None if self.path is None else str(self.path),
             "samples_path": None if self.samples_path is None else str(self.samples_path),
             "profiles": self.profiles,
+            "fits": self.fits,
             "error": error,
         }
 
@@ -86,6 +89,8 @@ def emit(
         stderr.write(error_line(result.error) + "\n")
         stderr.flush()
     elif result.mode is not None and result.path is not None:
+        for line in fit_lines(result.fits):
+            stdout.write(line + "\n")
         stdout.write(success_line(result.mode, result.profiles, result.path) + "\n")
         stdout.flush()
     return result.exit_code

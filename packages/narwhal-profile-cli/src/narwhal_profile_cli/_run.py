@@ -14,6 +14,7 @@ from narwhal_profile_cli._merge import merge_into
 from narwhal_profile_cli._modes import ModePlan, select_mode
 from narwhal_profile_cli._options import ProfileOptions
 from narwhal_profile_cli._progress import Progress
+from narwhal_profile_cli._quality import fit_figures
 from narwhal_profile_cli._refit import refit_from_samples
 from narwhal_profile_cli._result import CommandResult
 from narwhal_store import (
@@ -81,6 +82,7 @@ def _refit(
     with _store_errors("--refit-samples"):
         written = refit_from_samples(fleet, samples, out)
     result.profiles = len(written.store.profiles)
+    result.fits = fit_figures(written.store.profiles)
 
 
 def _merge(
@@ -91,6 +93,7 @@ def _merge(
     with _store_errors("--merge"):
         written = merge_into(fleet, list(options.merge), out)
     result.profiles = len(written.store.profiles)
+    result.fits = fit_figures(written.store.profiles)
 
 
 def _live(
@@ -129,3 +132,4 @@ def _live(
     finally:
         progress.close()
         result.profiles = state.written
+        result.fits = fit_figures([m.profile for m in state.measured[: state.written]])

@@ -44,6 +44,12 @@ from narwhal_store._profiles import (
     ProfileStore,
     SamplesRef,
 )
+from narwhal_store._quality import (
+    DECODE_MEAN_BOUND,
+    DECODE_WORST_BOUND,
+    FitQuality,
+    decode_fit_suspect,
+)
 from narwhal_store._read import LoadedStore, read_sidecar, read_store, samples_digest
 from narwhal_store._samples import (
     AppliedLimits,
@@ -62,6 +68,8 @@ from narwhal_store._write import WrittenStore, check_destination, write_store
 
 __all__ = [
     "DECODE_FORM",
+    "DECODE_MEAN_BOUND",
+    "DECODE_WORST_BOUND",
     "PENDING_SHA256",
     "PREFILL_FORM",
     "AppliedLimits",
@@ -77,6 +85,7 @@ __all__ = [
     "EngineLimits",
     "Evidence",
     "FitDoc",
+    "FitQuality",
     "FleetConfig",
     "FormatError",
     "Generator",
@@ -102,6 +111,7 @@ __all__ = [
     "WrittenStore",
     "canonical_json",
     "check_destination",
+    "decode_fit_suspect",
     "evidence_problem",
     "json_schemas",
     "load_fleet",

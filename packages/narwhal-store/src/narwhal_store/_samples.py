@@ -108,6 +108,13 @@ class DecodeSample(StrictModel):
     streams: list[DecodeStream]
     tpot_s: NonNegFloat | None = None
     ctx: NonNegFloat | None = None
+    burst_share: Annotated[float, Field(ge=0, le=1)] | None = Field(
+        default=None,
+        description="share of the inter-chunk intervals inside the decode window that arrived in "
+        "a burst (under a quarter of the stream's mean per-token interval for the chunk's "
+        "tokens): the engine's API server flushing several steps at once; null when the cohort "
+        "had no window or was written before this was recorded",
+    )
 
 
 class NeighbourRecord(StrictModel):

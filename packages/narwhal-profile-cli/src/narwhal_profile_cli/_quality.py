@@ -1,0 +1,127 @@
+"""Fit quality on screen (issue 12): each profile's prefill and decode errors, and a warning
+naming the worst point and its likely cause when a decode fit is beyond the bounds.
+
+The seed gates only the prefill fit; a decode fit beyond 20% mean or 50% worst-point relative
+error is stored (the exit code stays 0) but warned about here, and ``load_trial.py check`` refuses
+it. Bursty delivery (the engine's API server flushing several steps at once) is named whenever a
+cohort's share of burst intervals reaches ``BURSTY_SHARE``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from narwhal_profile_cli._decode_sweep import Cohort
+from narwhal_store import FitQuality, Profile, decode_fit_suspect
+
+BURSTY_SHARE = 0.25
+"""A cohort with at least this share of burst intervals in its window was delivered in bursts."""
+FEW_INTERVALS = 8
+"""A cohort whose streams had fewer in-window intervals than this gives a noisy TPOT."""
+
+
+def fit_figures(profiles: Sequence[Profile]) -> list[dict[str, Any]]:
+    """Per profile: its engine, key label and the prefill and decode errors (JSON result)."""
+    figures = []
+    for profile in profiles:
+        prefill = FitQuality.of(profile.prefill_fit)
+        decode = None if profile.decode_fit is None else FitQuality.of(profile.decode_fit)
+        figures.append(
+            {
+                "engine": profile.key.engine,
+                "key": profile.key.label(),
+                "prefill": None if prefill is None else prefill.to_dict(),
+                "decode": None if decode is None else decode.to_dict(),
+                "decode_suspect": None if decode is None else decode_fit_suspect(decode),
+            }
+        )
+    return figures
+
+
+def _pct(figure: dict[str, Any] | None) -> str:
+    if figure is None:
+        return "none"
+    return f"mean {figure['mean_rel_error']:.1%} worst {figure['worst_rel_error']:.1%}"
+
+
+def fit_lines(figures: Sequence[dict[str, Any]]) -> list[str]:
+    """One text line per profile: ``IID: prefill fit mean 2.1% worst 4.0%; decode fit ...``."""
+    repeated = Counter(f["engine"] for f in figures)
+    lines = []
+    for f in figures:
+        name = f["key"] if repeated[f["engine"]] > 1 else f["engine"]
+        flag = " (beyond the decode bounds)" if f["decode_suspect"] else ""
+        lines.append(
+            f"{name}: prefill fit {_pct(f['prefill'])}; decode fit {_pct(f['decode'])}{flag}"
+        )
+    return lines
+
+
+def _cohort_at(cohorts: Sequence[Cohort], point: tuple[float, ...]) -> Cohort | None:
+    """The valid cohort of the fit point ``(concurrency, ctx)``."""
+    for cohort in cohorts:
+        p = cohort.point
+        if p is not None and (float(p.concurrency), float(p.ctx)) == tuple(point[:2]):
+            return cohort
+    return None
+
+
+def _likely_cause(
+    cohort: Cohort | None, cohorts: Sequence[Cohort], decode_tokens: int, colocated: bool
+) -> str:
+    bursty = [c for c in cohorts if c.burst_share is not None and c.burst_share >= BURSTY_SHARE]
+    if cohort is not None and cohort in bursty:
+        return (
+            f"bursty delivery: {cohort.burst_share:.0%} of that cohort's chunk intervals arrived "
+            "in bursts (the engine's API server flushed several steps at once: it could not "
+            "keep up, so its host set the pace)"
+        )
+    if cohort is not None and cohort.intervals is not None and cohort.intervals < FEW_INTERVALS:
+        return (
+            f"too few tokens: only {cohort.intervals} intervals per stream inside that cohort's "
+            f"window (raise --decode-tokens above {decode_tokens})"
+        )
+    if colocated:
+        return "neighbour traffic on the shared GPU changed the batch during the window"
+    if bursty:
+        return f"bursty delivery in {len(bursty)} of {len(cohorts)} cohorts"
+    return "the engine's TPOT does not follow the d0 + d1*n + d2*n*ctx form on this domain"
+
+
+def decode_warnings(
+    iid: str,
+    profile: Profile,
+    cohorts: Sequence[Cohort],
+    *,
+    decode_tokens: int,
+    colocated: bool,
+) -> list[str]:
+    """Warnings for one engine's decode fit and delivery (empty when both look sound)."""
+    warnings = []
+    quality = None if profile.decode_fit is None else FitQuality.of(profile.decode_fit)
+    why = None if quality is None else decode_fit_suspect(quality)
+    if quality is not None and why is not None:
+        cohort = _cohort_at(cohorts, quality.worst_point)
+        where = (
+            f"input {cohort.input_len} x {cohort.concurrency} streams"
+            if cohort is not None
+            else f"point {list(quality.worst_point)}"
+        )
+        cause = _likely_cause(cohort, cohorts, decode_tokens, colocated)
+        warnings.append(
+            f"{iid}: decode fit {why} (worst at {where}); likely cause: {cause}. The profile "
+            "was written; load_trial.py check refuses it"
+        )
+    bursty = [c for c in cohorts if c.burst_share is not None and c.burst_share >= BURSTY_SHARE]
+    if bursty and why is None:
+        shown = ", ".join(
+            f"input {c.input_len} x {c.concurrency}: {c.burst_share:.0%}" for c in bursty[:4]
+        )
+        warnings.append(
+            f"{iid}: bursty delivery in {len(bursty)} decode cohort(s) ({shown} of chunk "
+            "intervals in bursts): the engine's API server could not keep up; its TPOT was "
+            "counted exactly but set by the host"
+        )
+    return warnings

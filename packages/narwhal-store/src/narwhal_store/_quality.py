@@ -1,0 +1,64 @@
+"""How well a stored fit describes its samples, and the bounds a decode fit is trusted within.
+
+The seed gates only the prefill fit (20% mean, 50% worst-point relative error: narwhal-fit's
+``gate_prefill``). A decode fit beyond the same bounds is stored, but the profiler warns about it
+and ``load_trial.py check`` refuses it, so a bad decode fit never silently feeds a trial.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from ._profiles import FitDoc
+
+__all__ = ["DECODE_MEAN_BOUND", "DECODE_WORST_BOUND", "FitQuality", "decode_fit_suspect"]
+
+DECODE_MEAN_BOUND: Final = 0.20
+"""A decode fit whose mean relative error exceeds this is suspect."""
+DECODE_WORST_BOUND: Final = 0.50
+"""A decode fit whose worst-point relative error exceeds this is suspect."""
+
+
+@dataclass(frozen=True, slots=True)
+class FitQuality:
+    """A fit's mean and worst-point relative errors, and the point (x values) of the worst."""
+
+    mean_rel_error: float
+    worst_rel_error: float
+    worst_point: tuple[float, ...]
+
+    @classmethod
+    def of(cls, doc: FitDoc) -> FitQuality | None:
+        """The figures stored with ``doc`` (as narwhal-fit wrote them); None when absent."""
+        extra = doc.model_extra or {}
+        mean, worst, point = (
+            extra.get(k) for k in ("mean_rel_error", "worst_rel_error", "worst_point")
+        )
+        if not isinstance(mean, int | float) or not isinstance(worst, int | float):
+            return None
+        where = tuple(float(v) for v in point) if isinstance(point, list) else ()
+        return cls(float(mean), float(worst), where)
+
+    def to_dict(self) -> dict[str, float | list[float]]:
+        """``{"mean_rel_error", "worst_rel_error", "worst_point"}``."""
+        return {
+            "mean_rel_error": self.mean_rel_error,
+            "worst_rel_error": self.worst_rel_error,
+            "worst_point": list(self.worst_point),
+        }
+
+
+def decode_fit_suspect(quality: FitQuality) -> str | None:
+    """Why a decode fit is beyond the bounds (``None`` when it is within both)."""
+    reasons = []
+    if quality.mean_rel_error > DECODE_MEAN_BOUND:
+        reasons.append(
+            f"mean relative error {quality.mean_rel_error:.1%} exceeds {DECODE_MEAN_BOUND:.0%}"
+        )
+    if quality.worst_rel_error > DECODE_WORST_BOUND:
+        reasons.append(
+            f"worst-point relative error {quality.worst_rel_error:.1%} exceeds "
+            f"{DECODE_WORST_BOUND:.0%}"
+        )
+    return "; ".join(reasons) or None
