@@ -26,8 +26,14 @@ from .conftest import Cli
 pytestmark = pytest.mark.slow
 
 
-def write_profiles(fleet_path: Path, lengths: list[int], input_lens: list[int]) -> Path:
-    """A store (with sidecar) holding one profile per fleet engine over the given domain."""
+def write_profiles(
+    fleet_path: Path,
+    lengths: list[int],
+    input_lens: list[int],
+    decode_errors: tuple[float, float] = (0.02, 0.05),
+) -> Path:
+    """A store (with sidecar) holding one profile per fleet engine over the given domain, whose
+    decode fit has the given mean and worst-point relative errors."""
     fleet = load_fleet(fleet_path)
     profiles, entries = [], []
     for engine in fleet.config.engines:
@@ -50,6 +56,9 @@ def write_profiles(fleet_path: Path, lengths: list[int], input_lens: list[int]) 
                 "ctx_max": 5000.0,
                 "input_lens": input_lens,
             },
+            "mean_rel_error": decode_errors[0],
+            "worst_rel_error": decode_errors[1],
+            "worst_point": [4.0, 2100.0],
         }
         profiles.append(
             {
@@ -133,6 +142,27 @@ def test_check_passes_inside_domain_with_caching_off(
     assert "FAIL" not in proc.stdout
     for what in ("prefill domain", "decode domain", "context limit", "prefix caching off"):
         assert what in proc.stdout
+    assert "ok   e0: decode fit quality: mean relative error 2.0%, worst 5.0%" in proc.stdout
+
+
+@pytest.mark.parametrize(("mean", "worst"), [(0.75, 0.99), (0.21, 0.3), (0.1, 0.51)])
+def test_check_fails_a_decode_fit_beyond_the_bounds(
+    cli: Cli, fresh_fleet: SimFleet, tiny_workload: Path, tmp_path: Path, mean: float, worst: float
+) -> None:
+    """A decode fit beyond 20% mean or 50% worst error never silently feeds a trial: exit 2,
+    with the figures shown."""
+    store = write_profiles(fresh_fleet.fleet_path, [256, 1024, 4096], [512, 2048], (mean, worst))
+    record = tmp_path / "launch-e0.txt"
+    record.write_text("vllm serve sim/tiny --max-model-len 32768 --no-enable-prefix-caching\n")
+    proc = _check(cli, fresh_fleet, tiny_workload, store, record)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    failing = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(failing) == 1, proc.stdout
+    assert failing[0].startswith(
+        f"FAIL e0: decode fit quality: mean relative error {mean:.1%}, worst {worst:.1%} "
+        "at (concurrency, ctx) [4.0, 2100.0]"
+    )
+    assert "exceeds" in failing[0] and "re-profile this engine" in failing[0]
 
 
 def test_check_lists_every_failing_item(

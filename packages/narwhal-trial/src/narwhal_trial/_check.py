@@ -7,7 +7,8 @@
    ``input_tokens`` within the prefill fit's ``[min_len, max_len]``; decode targets
    (``decode``/``mixed``) have ``input_tokens`` within the decode fit's ``input_lens`` range, or,
    without ``input_lens``, the mean decode context ``input + output/2`` within
-   ``[ctx_min, ctx_max]``.
+   ``[ctx_min, ctx_max]``. A decode target's decode fit must also be within 20% mean and 50%
+   worst-point relative error (the bounds the profiler warns at); its figures are shown.
 3. Prefix caching is off on each engine according to its own ``vllm:cache_config_info``
    (``enable_prefix_caching``), and in each launch record given as a file (the ``vllm serve``
    command line must hold ``--no-enable-prefix-caching`` and no later ``--enable-prefix-caching``).
@@ -24,7 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from narwhal_engine_client import EngineClient, EngineClientError
-from narwhal_store import LoadedFleet, Profile, StoreError, load_fleet, profile_key, read_store
+from narwhal_store import (
+    DECODE_MEAN_BOUND,
+    DECODE_WORST_BOUND,
+    DecodeFitDoc,
+    FitQuality,
+    LoadedFleet,
+    Profile,
+    StoreError,
+    decode_fit_suspect,
+    load_fleet,
+    profile_key,
+    read_store,
+)
 from narwhal_trial._errors import TrialError, TrialUsageError
 from narwhal_trial._files import read_regular
 from narwhal_trial._prepare import live_max_model_len
@@ -95,7 +108,26 @@ def profile_items(iid: str, role: str, profile: Profile, workload: Workload) -> 
             items.append(CheckItem(iid, "decode domain", False, "the profile has no decode fit"))
             return items
         items.append(_decode_item(iid, fit.domain, n_in, n_out))
+        items.append(_decode_quality_item(iid, fit))
     return items
+
+
+def _decode_quality_item(iid: str, fit: DecodeFitDoc) -> CheckItem:
+    """The decode fit must be within 20% mean and 50% worst-point relative error, so that a fit
+    the profiler warned about never silently feeds a trial."""
+    what = "decode fit quality"
+    quality = FitQuality.of(fit)
+    if quality is None:
+        return CheckItem(iid, what, False, "the decode fit records no relative errors")
+    figures = (
+        f"mean relative error {quality.mean_rel_error:.1%}, worst {quality.worst_rel_error:.1%} "
+        f"at (concurrency, ctx) {list(quality.worst_point)}; bounds {DECODE_MEAN_BOUND:.0%} / "
+        f"{DECODE_WORST_BOUND:.0%}"
+    )
+    why = decode_fit_suspect(quality)
+    if why is not None:
+        return CheckItem(iid, what, False, f"{figures}: {why}; re-profile this engine")
+    return CheckItem(iid, what, True, figures)
 
 
 def _decode_item(iid: str, dom: dict[str, Any], n_in: int, n_out: int) -> CheckItem:
