@@ -93,6 +93,28 @@ def test_http_errors_and_cut_streams_count_as_failures(
     assert all(r["http_status"] == 503 and "503" in r["error"] for r in refused)
     cut = [r for r in records if r["status"] == "stream_cut"]
     assert all(r["sent"] and not r["good"] for r in cut)
+    # a cut stream keeps the tokens it did get, counted from its chunks
+    assert all(r["completion_tokens"] == 5 for r in cut), cut
+
+
+def test_chunks_disagreeing_with_usage_are_protocol_errors(
+    start_cli: Callable[..., subprocess.Popen[str]],
+    fresh_fleet: SimFleet,
+    tiny_workload: Path,
+    tmp_path: Path,
+) -> None:
+    """A usage count the chunks do not add up to is a protocol_error, never a measurement."""
+    out = tmp_path / "lying-usage"
+    proc = start_cli(*run_args(str(fresh_fleet.router_url), tiny_workload, out, requests=6))
+    _after_warmup(fresh_fleet, out)
+    fresh_fleet.set_faults("e0", usage_excess_tokens=3)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2, stdout + stderr
+    _, records, summary = read_run(out)
+    assert summary["counts"]["protocol_error"] + summary["counts"]["completed"] == 6
+    errors = [r for r in records if r["status"] == "protocol_error"]
+    assert errors and all(not r["good"] for r in errors)
+    assert all("but usage.completion_tokens is" in r["error"] for r in errors)
 
 
 @pytest.fixture
