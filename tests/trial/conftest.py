@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +31,29 @@ def _cmd(args: tuple[str, ...]) -> list[str]:
     return [sys.executable, str(LAUNCHER), *args]
 
 
+def trial_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This environment without the default key variable (an operator's key never leaks into a
+    test), plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k != "NARWHAL_API_KEY"}
+    return env | dict(extra or {})
+
+
 @pytest.fixture
 def cli() -> Cli:
-    """Run ``load_trial.py ARGS`` as the runbook does; returns the completed process (text)."""
+    """Run ``load_trial.py ARGS`` as the runbook does; returns the completed process (text).
+    ``env=`` adds variables (API keys) to the command's environment."""
 
-    def run(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str, timeout: float = 120.0, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            _cmd(args), capture_output=True, text=True, timeout=timeout, check=False, cwd=REPO
+            _cmd(args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=REPO,
+            env=trial_env(env),
         )
 
     return run

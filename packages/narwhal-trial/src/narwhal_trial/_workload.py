@@ -20,6 +20,10 @@ SAMPLER: Final = "pool-uniform-v1"
 ``rng = numpy.random.default_rng(seed + n)``."""
 
 
+TokenIdsSource = Literal["return_token_ids", "logprobs", "tokenize"]
+"""How prepare got the seed completion's token ids (``tokenize``: ``/tokenize`` of its text)."""
+
+
 class Sampling(BaseModel):
     """The runbook's sampling settings, sent on every request of both rate tests."""
 
@@ -40,7 +44,7 @@ class SeedPrompt(BaseModel):
     name: str
     sha256: str
     completion_tokens: int
-    token_ids_source: Literal["return_token_ids", "logprobs"]
+    token_ids_source: TokenIdsSource
 
 
 class Workload(BaseModel):
@@ -61,6 +65,11 @@ class Workload(BaseModel):
     sampling: Sampling
     seed_prompt: SeedPrompt
     created: str
+    served_by: str | None = Field(
+        default=None,
+        description="the base URL prepare asked: any engine or router serving the same model "
+        "can run the workload",
+    )
 
 
 class LoadedWorkload(BaseModel):
