@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import orjson
 import pytest
 
 from narwhal_sim import encode
-from narwhal_sim.testing import SimFleet, start_sim_fleet
+from narwhal_sim.testing import SimFleet
 from narwhal_trial import load_workload
 
-from .conftest import NO_JITTER, Cli, _cmd, read_run, run_args, trial_env
+from .conftest import Cli, JsonHandler, prepare_workload, read_run, run_args, serve, tiny_fleet
 
 pytestmark = pytest.mark.slow
 
@@ -24,28 +21,15 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def foreign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
     """A tiny engine behind a router without /tokenize, max_model_len or /metrics."""
-    with start_sim_fleet(
-        tmp_path_factory.mktemp("foreign"),
-        [{"iid": "e0", "role": "mixed"}],
-        sim_config=NO_JITTER,
-        router=True,
-        preset="tiny",
-        router_options=[f"--router-omit={w}" for w in ("tokenize", "max-model-len", "metrics")],
-    ) as fleet:
+    omit = [f"--router-omit={w}" for w in ("tokenize", "max-model-len", "metrics")]
+    with tiny_fleet(tmp_path_factory.mktemp("foreign"), router_options=omit) as fleet:
         yield fleet
 
 
 @pytest.fixture(scope="module")
 def engine_workload(foreign: SimFleet, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """1024-in / 32-out, prepared against the engine (the documented recipe)."""
-    out = tmp_path_factory.mktemp("foreign-workload") / "workload"
-    proc = subprocess.run(
-        _cmd(("prepare", "--base", foreign.urls["e0"], "--input-tokens", "1024",
-              "--output-tokens", "32", "--seed", "1729", "--out", str(out))),
-        capture_output=True, text=True, timeout=120, check=False, env=trial_env(),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return out / "workload.json"
+    return prepare_workload(foreign.urls["e0"], tmp_path_factory.mktemp("foreign-workload"))
 
 
 def test_prepare_at_the_router_says_to_use_an_engine(
@@ -124,54 +108,38 @@ def test_run_names_the_workloads_source_when_the_model_differs(
     assert f"the workload was prepared from {foreign.urls['e0']} for 'sim/other'" in proc.stderr
 
 
-class _BareFrontend(BaseHTTPRequestHandler):
+class _BareFrontend(JsonHandler):
     """An OpenAI-style frontend: completions with text only (token_ids and logprobs fields are
     dropped); /tokenize answers 404 unless ``tokenize`` is set."""
 
     tokenize: ClassVar[bool] = False
     TEXT: ClassVar[str] = "alpha beta gamma delta"
 
-    def log_message(self, *args: Any) -> None:
-        """Quiet."""
-
-    def _send(self, doc: Any, status: int = 200) -> None:
-        data = orjson.dumps(doc)
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:
         """/v1/models with a limit; nothing else."""
         if self.path == "/v1/models":
-            self._send({"object": "list", "data": [{"id": "m", "max_model_len": 16384}]})
+            self.send_json({"object": "list", "data": [{"id": "m", "max_model_len": 16384}]})
         else:
-            self._send({"detail": "Not Found"}, 404)
+            self.send_json({"detail": "Not Found"}, 404)
 
     def do_POST(self) -> None:
         """/v1/completions (text only) and, when enabled, /tokenize."""
         body = orjson.loads(self.rfile.read(int(self.headers["content-length"])))
         if self.path == "/tokenize" and self.tokenize:
             ids = encode(body["prompt"])
-            self._send({"count": len(ids), "max_model_len": 16384, "tokens": ids})
+            self.send_json({"count": len(ids), "max_model_len": 16384, "tokens": ids})
         elif self.path == "/v1/completions":
             choice = {"index": 0, "text": self.TEXT, "finish_reason": "length"}
-            self._send({"id": "cmpl-1", "object": "text_completion", "choices": [choice]})
+            self.send_json({"id": "cmpl-1", "object": "text_completion", "choices": [choice]})
         else:
-            self._send({"detail": "Not Found"}, 404)
+            self.send_json({"detail": "Not Found"}, 404)
 
 
 @pytest.fixture
 def bare() -> Iterator[str]:
     """A bare frontend on a loopback port, served from a thread."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _BareFrontend)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with serve(_BareFrontend) as url:
+        yield url
     _BareFrontend.tokenize = False
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from narwhal_sim.testing import SimFleet, start_sim_fleet
+from narwhal_sim.testing import SimFleet
 from narwhal_trial import load_workload
 
-from .conftest import NO_JITTER, Cli, _cmd, read_run, run_args, trial_env
+from .conftest import Cli, prepare_workload, read_run, run_args, tiny_fleet
 from .test_trial_e2e_check import write_profiles
 
 pytestmark = pytest.mark.slow
@@ -27,12 +27,9 @@ KEYS = {"NARWHAL_API_KEY": ROUTER_KEY, "SIM_ENGINE_KEY": ENGINE_KEY}
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
     """One tiny engine that wants its own key, behind a router that wants another on every route
     (/metrics and /tokenize too, so the drain and the limit checks must send it)."""
-    with start_sim_fleet(
+    with tiny_fleet(
         tmp_path_factory.mktemp("keyed"),
-        [{"iid": "e0", "role": "mixed", "api_key_env": "SIM_ENGINE_KEY"}],
-        sim_config=NO_JITTER,
-        router=True,
-        preset="tiny",
+        engine={"api_key_env": "SIM_ENGINE_KEY"},
         router_options=["--router-api-key-env", "SIM_ROUTER_KEY", "--router-auth-scope", "all"],
         env={"SIM_ROUTER_KEY": ROUTER_KEY, "SIM_ENGINE_KEY": ENGINE_KEY},
     ) as fleet:
@@ -42,15 +39,8 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
 @pytest.fixture(scope="module")
 def keyed_workload(keyed: SimFleet, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 1024-in / 32-out workload prepared against the keyed engine itself."""
-    out = tmp_path_factory.mktemp("keyed-workload") / "workload"
-    proc = subprocess.run(
-        _cmd(("prepare", "--base", keyed.urls["e0"], "--api-key-env", "SIM_ENGINE_KEY",
-              "--input-tokens", "1024", "--output-tokens", "32", "--seed", "1729",
-              "--out", str(out))),
-        capture_output=True, text=True, timeout=120, check=False, env=trial_env(KEYS),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return out / "workload.json"
+    folder = tmp_path_factory.mktemp("keyed-workload")
+    return prepare_workload(keyed.urls["e0"], folder, "--api-key-env", "SIM_ENGINE_KEY", env=KEYS)
 
 
 def _no_key_in(texts: list[str], folders: list[Path]) -> int:
