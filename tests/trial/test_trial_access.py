@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from narwhal_engine_client import EngineConnectError, EngineHTTPError
-from narwhal_trial import ApiKeyEnv, TrialError, TrialUsageError
+from narwhal_trial import DEFAULT_GAUGES, DRAIN_PRESETS, ApiKeyEnv, TrialError, TrialUsageError
 from narwhal_trial._access import refuse_credentials
+from narwhal_trial._drain import DrainPreset
 
 from .conftest import Cli
 
@@ -120,3 +122,10 @@ def test_help_tells_where_the_key_goes(cli: Cli) -> None:
     for word in ("--drain-preset", "narwhal-router", "vllm", "dynamo", "none", "--max-model-len"):
         assert word in run
     assert "--max-model-len" in cli("check", "--help").stdout
+
+
+def test_every_drain_preset_has_its_gauges() -> None:
+    """The --drain-preset choices are the table's keys; the default is DESIGN's four gauges."""
+    assert set(DRAIN_PRESETS) == set(get_args(DrainPreset))
+    assert DRAIN_PRESETS["narwhal-router"] == DEFAULT_GAUGES and DRAIN_PRESETS["none"] == ()
+    assert all(DRAIN_PRESETS[p] for p in DRAIN_PRESETS if p != "none")

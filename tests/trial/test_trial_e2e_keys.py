@@ -165,4 +165,10 @@ def test_check_sends_api_key_env_to_engines_without_their_own(
     keyed_check = cli(*args, "--api-key-env", "SIM_ENGINE_KEY", env={"SIM_ENGINE_KEY": ENGINE_KEY})
     assert "ok   e0: context limit: 1056 tokens, max_model_len 32768" in keyed_check.stdout
     assert "ok   e0: prefix caching off (metrics)" in keyed_check.stdout
-    _no_key_in([keyless.stdout, keyed_check.stdout, keyed_check.stderr], [tmp_path])
+    other_limit = cli(*args, "--api-key-env", "SIM_ENGINE_KEY", "--max-model-len", "4096",
+                      env={"SIM_ENGINE_KEY": ENGINE_KEY})  # fmt: skip
+    assert (
+        f"FAIL e0: context limit: --max-model-len 4096 disagrees with the max_model_len 32768 "
+        f"that {engine} reports"
+    ) in other_limit.stdout
+    _no_key_in([keyless.stdout, keyed_check.stdout, other_limit.stdout], [tmp_path])
