@@ -200,6 +200,7 @@ async def test_key_never_in_repr_errors_or_records(closed_port, sse):
             with pytest.raises(EngineHTTPError) as info:
                 await client.version()
             seen += [str(info.value), repr(info.value)]
+            assert info.value.url == f"{BASE}/version"  # where it was refused, for messages
     async with EngineClient(f"http://127.0.0.1:{closed_port}", api_key=KEY) as refused:
         rec = await refused.stream_completion(body, request_id="r")
         seen += [repr(refused), repr(rec), str(rec.error)]

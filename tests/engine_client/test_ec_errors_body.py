@@ -24,6 +24,7 @@ ERRORS = [
     EngineClientError("root"),
     EngineHTTPError(400, "bad prompt", "BadRequestError"),
     EngineHTTPError(401, "Unauthorized"),
+    EngineHTTPError(403, "Forbidden", None, "http://engine.test/v1/models"),
     EngineStreamError("Internal server error", 500),
     StreamCutError("cut after 3 chunks"),
     EngineTimeoutError("timed out"),

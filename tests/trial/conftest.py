@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +34,29 @@ def _cmd(args: tuple[str, ...]) -> list[str]:
     return [sys.executable, str(LAUNCHER), *args]
 
 
+def trial_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This environment without the default key variable (an operator's key never leaks into a
+    test), plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k != "NARWHAL_API_KEY"}
+    return env | dict(extra or {})
+
+
 @pytest.fixture
 def cli() -> Cli:
-    """Run ``load_trial.py ARGS`` as the runbook does; returns the completed process (text)."""
+    """Run ``load_trial.py ARGS`` as the runbook does; returns the completed process (text).
+    ``env=`` adds variables (API keys) to the command's environment."""
 
-    def run(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str, timeout: float = 120.0, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            _cmd(args), capture_output=True, text=True, timeout=timeout, check=False, cwd=REPO
+            _cmd(args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=REPO,
+            env=trial_env(env),
         )
 
     return run
@@ -62,10 +82,11 @@ def start_cli() -> Iterator[Callable[..., subprocess.Popen[str]]]:
 
 
 def tiny_fleet(workdir: Path, **kw: Any) -> SimFleet:
-    """One tiny-preset engine behind the router, no jitter."""
+    """One tiny-preset engine ``e0`` behind the router, no jitter. ``engine=`` adds fleet-entry
+    keys (``api_key_env``); other keywords go to ``start_sim_fleet`` (``router_options``...)."""
     return start_sim_fleet(
         workdir,
-        [{"iid": "e0", "role": "mixed"}],
+        [{"iid": "e0", "role": "mixed", **kw.pop("engine", {})}],
         sim_config=kw.pop("sim_config", NO_JITTER),
         router=True,
         preset=kw.pop("preset", "tiny"),
@@ -87,17 +108,54 @@ def fresh_fleet(tmp_path: Path) -> Iterator[SimFleet]:
         yield fleet
 
 
-@pytest.fixture(scope="module")
-def tiny_workload(shared_fleet: SimFleet, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 1024-in / 32-out workload prepared against the tiny fleet (model sim/tiny)."""
-    out = tmp_path_factory.mktemp("trial") / "workload"
+def prepare_workload(
+    base: str, folder: Path, *extra: str, env: Mapping[str, str] | None = None
+) -> Path:
+    """``prepare`` a 1024-in / 32-out workload (seed 1729) into ``folder/workload``; its path."""
+    out = folder / "workload"
     proc = subprocess.run(
-        _cmd(("prepare", "--base", str(shared_fleet.router_url), "--input-tokens", "1024",
-              "--output-tokens", "32", "--seed", "1729", "--out", str(out))),
-        capture_output=True, text=True, timeout=60, check=False, cwd=REPO,
+        _cmd(("prepare", "--base", base, "--input-tokens", "1024", "--output-tokens", "32",
+              "--seed", "1729", "--out", str(out), *extra)),
+        capture_output=True, text=True, timeout=120, check=False, cwd=REPO, env=trial_env(env),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return out / "workload.json"
+
+
+@pytest.fixture(scope="module")
+def tiny_workload(shared_fleet: SimFleet, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 1024-in / 32-out workload prepared against the tiny fleet (model sim/tiny)."""
+    return prepare_workload(str(shared_fleet.router_url), tmp_path_factory.mktemp("trial"))
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet handler of a stand-in server with a JSON answer helper."""
+
+    def log_message(self, *args: Any) -> None:
+        """Quiet."""
+
+    def send_json(self, doc: Any, status: int = 200) -> None:
+        """Answer ``doc`` as JSON with ``status``."""
+        data = orjson.dumps(doc)
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@contextlib.contextmanager
+def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve ``handler`` on a free loopback port from a thread; yields the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def run_args(base: str, workload: Path, out: Path, **flags: Any) -> list[str]:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import stat
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,7 +15,7 @@ import pytest
 from narwhal_sim.testing import SimFleet
 from narwhal_trial import Workload, load_workload
 
-from .conftest import LAUNCHER, NO_JITTER, Cli, tiny_fleet
+from .conftest import LAUNCHER, NO_JITTER, Cli, JsonHandler, serve, tiny_fleet
 
 pytestmark = pytest.mark.slow
 
@@ -56,55 +54,39 @@ def test_prepare_refuses_a_shape_beyond_the_context_limit(
     assert not out.exists()
 
 
-class _OldEngine(BaseHTTPRequestHandler):
+class _OldEngine(JsonHandler):
     """An engine that ignores return_token_ids but honours return_tokens_as_token_ids."""
 
     bodies: ClassVar[list[dict[str, Any]]] = []
 
-    def log_message(self, *args: Any) -> None:
-        """Quiet."""
-
-    def _send(self, doc: Any) -> None:
-        data = orjson.dumps(doc)
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:
         """/v1/models and /version."""
         if self.path == "/v1/models":
-            self._send(
+            self.send_json(
                 {"object": "list", "data": [{"id": "old", "root": "old", "max_model_len": 16384}]}
             )
         else:
-            self._send({"version": "0.10.1"})
+            self.send_json({"version": "0.10.1"})
 
     def do_POST(self) -> None:
         """/tokenize and /v1/completions (non-streaming)."""
         body = orjson.loads(self.rfile.read(int(self.headers["content-length"])))
         if self.path == "/tokenize":
-            self._send({"count": 1, "max_model_len": 16384, "tokens": [1]})
+            self.send_json({"count": 1, "max_model_len": 16384, "tokens": [1]})
             return
         self.bodies.append(body)
         choice: dict[str, Any] = {"index": 0, "text": "x" * 32, "finish_reason": "length"}
         if body.get("logprobs") is not None and body.get("return_tokens_as_token_ids"):
             choice["logprobs"] = {"tokens": [f"token_id:{t}" for t in FALLBACK_IDS]}
-        self._send({"id": "cmpl-1", "object": "text_completion", "choices": [choice]})
+        self.send_json({"id": "cmpl-1", "object": "text_completion", "choices": [choice]})
 
 
 @pytest.fixture
 def old_engine() -> Iterator[str]:
     """A loopback engine without return_token_ids, served from a thread."""
     _OldEngine.bodies = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _OldEngine)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with serve(_OldEngine) as url:
+        yield url
 
 
 def test_prepare_falls_back_to_logprobs_token_ids(

@@ -14,6 +14,7 @@ import httpx
 from narwhal_engine_client._errors import (
     EngineClientError,
     EngineConnectError,
+    EngineHTTPError,
     EngineProtocolError,
     EngineTimeoutError,
     http_error,
@@ -176,8 +177,13 @@ class EngineClient:
     ) -> Any:
         response = await self._call(method, path, body=body, headers=headers)
         if response.status_code != 200:
-            raise http_error(response.status_code, response.content, response.reason_phrase)
+            raise self._http_error(response, path)
         return decode_json(response.content, f"{method} {path}")
+
+    def _http_error(self, response: httpx.Response, path: str) -> EngineHTTPError:
+        return http_error(
+            response.status_code, response.content, response.reason_phrase, self.base_url + path
+        )
 
     async def health(self) -> int:
         """``GET /health``: the HTTP status (200 is healthy). Raises only on transport errors."""
@@ -213,7 +219,7 @@ class EngineClient:
         """``GET /metrics``, parsed."""
         response = await self._call("GET", "/metrics")
         if response.status_code != 200:
-            raise http_error(response.status_code, response.content, response.reason_phrase)
+            raise self._http_error(response, "/metrics")
         return MetricsSnapshot.from_text(response.text)
 
     async def complete(

@@ -3,7 +3,7 @@
 Every error this package raises or records derives from one root::
 
     EngineClientError                      root; also configuration errors (bad model, unset key)
-    ├── EngineHTTPError(status, message, error_type)
+    ├── EngineHTTPError(status, message, error_type, url)
     │                                      non-2xx answer; message parsed from {"error": {...}},
     │                                      flat {"object": "error", ...}, {"error": "Unauthorized"}
     ├── EngineStreamError(message, code)   a mid-stream ``data: {"error": ...}`` event
@@ -37,21 +37,25 @@ class EngineClientError(Exception):
 
 
 class EngineHTTPError(EngineClientError):
-    """The engine answered with a non-success status; ``message`` is the engine's own message."""
+    """The engine answered with a non-success status; ``message`` is the engine's own message,
+    ``url`` the URL asked (never with credentials; None when not known)."""
 
-    def __init__(self, status: int, message: str, error_type: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, error_type: str | None = None, url: str | None = None
+    ) -> None:
         text = f"HTTP {status}: {message}" + (f" ({error_type})" if error_type else "")
         super().__init__(text)
         self.status = status
         self.message = message
         self.error_type = error_type
+        self.url = url
 
     def __str__(self) -> str:
         suffix = f" ({self.error_type})" if self.error_type else ""
         return f"HTTP {self.status}: {self.message}{suffix}"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.status, self.message, self.error_type))
+        return (type(self), (self.status, self.message, self.error_type, self.url))
 
 
 class EngineStreamError(EngineClientError):
@@ -104,7 +108,9 @@ class ContractMismatchError(EngineClientError):
         return (type(self), (self.key, self.expected, self.live))
 
 
-def http_error(status: int, content: bytes, reason: str = "") -> EngineHTTPError:
+def http_error(
+    status: int, content: bytes, reason: str = "", url: str | None = None
+) -> EngineHTTPError:
     """Build an EngineHTTPError from a non-success response body, whatever its shape.
 
     Understands ``{"error": {"message", "type", "code"}}`` (vLLM >= 0.10.1), the flat ``{"object":
@@ -133,7 +139,7 @@ def http_error(status: int, content: bytes, reason: str = "") -> EngineHTTPError
     if not message:
         text = content.decode("utf-8", "replace").strip()[:200]
         message = text or reason or "no error message"
-    return EngineHTTPError(status, message, error_type)
+    return EngineHTTPError(status, message, error_type, url)
 
 
 def _as_text(value: object) -> str | None:

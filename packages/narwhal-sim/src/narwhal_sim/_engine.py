@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
-import os
 import random
 import time
 import uuid
@@ -12,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from ._auth import GUARDED, UNAUTHORIZED, authorized, env_key
 from ._bodies import completion_body
 from ._completions import ApiError, CompletionParams, parse_completion
 from ._config import EngineSettings, is_loopback
@@ -25,7 +24,6 @@ from ._stream import StreamWriter
 
 _TEXT = b"text/plain; version=0.0.4; charset=utf-8"
 _NOT_FOUND = b'{"detail":"Not Found"}'
-_GUARDED = {"0.11": ("/v1",), "0.33": ("/v1", "/v2", "/inference", "/cohere")}
 
 
 class _Collector:
@@ -51,7 +49,7 @@ class SimEngine:
         self.faults: Faults = settings.faults
         self.device = device
         self._rng = random.Random(f"{seed}:{settings.iid}:http")
-        self._api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
+        self.api_key = env_key(settings.api_key_env)
         self.start_time = time.time()
         self.stats = EngineStats()
         self.scheduler = EngineScheduler(
@@ -140,17 +138,9 @@ class SimEngine:
     async def handle(self, req: Request, resp: Responder) -> None:
         """Route one request."""
         path, method = req.path, req.method
-        if (
-            self._api_key is not None
-            and path.startswith(_GUARDED[self.settings.api_style])
-            and method != "OPTIONS"
-        ):
-            scheme, _, key = req.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                key.strip().encode(), self._api_key.encode()
-            ):
-                resp.send(401, b'{"error":"Unauthorized"}')
-                return
+        if not authorized(self.api_key, GUARDED[self.settings.api_style], req):
+            resp.send(401, UNAUTHORIZED)
+            return
         route = _ROUTES.get(path)
         if route is None:
             if path.startswith("/_sim/"):

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from ._auth import env_key
 from ._config import EngineSettings, base_url
 from ._engine import SimEngine
 from ._errors import SimStartError
@@ -22,11 +23,15 @@ from ._scheduler import Device
 
 @dataclass(slots=True)
 class RouterSettings:
-    """Where the router listens and journals."""
+    """Where the router listens and journals; its key (read from ``api_key_env`` at start), the
+    routes the key guards (``v1`` as vLLM, or ``all``), what it leaves out (``ROUTER_OMITS``)."""
 
     host: str
     port: int
     journal: Path | None
+    api_key_env: str | None = None
+    auth_scope: str = "v1"
+    omit: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -96,11 +101,17 @@ async def start_runtime(
                     e.settings.port,
                     e.settings.role,
                     e.settings.served_model_name,
+                    api_key=e.api_key,
                 )
                 for e in engines
             ]
             runtime.router = Router(
-                backends, journal=router.journal, engine_gauges=lambda: _engine_gauges(engines)
+                backends,
+                journal=router.journal,
+                engine_gauges=lambda: _engine_gauges(engines),
+                api_key=env_key(router.api_key_env),
+                auth_scope=router.auth_scope,
+                omit=router.omit,
             )
             try:
                 await runtime.router.start(router.host, router.port)

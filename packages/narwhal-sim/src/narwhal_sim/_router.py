@@ -3,6 +3,11 @@
 Policy: a completion goes to the engine with the fewest router-resident requests among the
 ``mixed`` and ``decode`` engines serving the requested model (ties: fleet order); when no such
 engine exists, among every engine serving the model. Other routes go to the first such engine.
+
+With a key of its own the router answers 401 ``{"error":"Unauthorized"}`` as vLLM does (``/v1``
+routes, or every route with ``auth_scope="all"``). Towards an engine it sends that engine's own
+key when the engine has one; otherwise a key-less router passes the client's ``Authorization``
+through, and a keyed router sends none (its own key is not the engines').
 """
 
 from __future__ import annotations
@@ -17,11 +22,16 @@ from typing import IO, Any
 
 import orjson
 
+from ._auth import UNAUTHORIZED, authorized
 from ._http import HttpServer, Request, Responder
 from ._metrics import render_gauges
 from ._upstream import UpstreamError, send
 
-_FORWARD_HEADERS = ("authorization", "x-request-id", "content-type", "accept")
+_FORWARD_HEADERS = ("x-request-id", "content-type", "accept")
+_NOT_FOUND = b'{"detail":"Not Found"}'
+ROUTER_OMITS = ("tokenize", "max-model-len", "metrics")
+"""What a router can leave out to stand in for one that is not ours: ``/tokenize`` and
+``/detokenize``, ``max_model_len`` in ``/v1/models``, the ``/metrics`` page."""
 _GETS = ("/v1/models", "/version", "/health")
 _POSTS = ("/tokenize", "/detokenize")
 _NO_ENGINE = (
@@ -40,6 +50,7 @@ class Backend:
     role: str
     model: str
     resident: int = 0
+    api_key: str | None = None
 
 
 class Router:
@@ -51,8 +62,14 @@ class Router:
         *,
         journal: Path | None,
         engine_gauges: Callable[[], list[tuple[str, str, float]]] | None = None,
+        api_key: str | None = None,
+        auth_scope: str = "v1",
+        omit: frozenset[str] = frozenset(),
     ) -> None:
         self.backends = backends
+        self.api_key = api_key
+        self._guarded = None if auth_scope == "all" else ("/v1",)
+        self.omit = omit
         self.queue_depth = 0
         self.resident = 0
         self._journal_path = journal
@@ -84,7 +101,10 @@ class Router:
 
     async def handle(self, req: Request, resp: Responder) -> None:
         """Route one client request."""
-        if req.path == "/metrics" and req.method == "GET":
+        if not authorized(self.api_key, self._guarded, req):
+            resp.send(401, UNAUTHORIZED)
+            return
+        if req.path == "/metrics" and req.method == "GET" and "metrics" not in self.omit:
             gauges = [
                 (
                     "narwhal_router_admission_queue_depth",
@@ -106,7 +126,7 @@ class Router:
             await self._completion(req, resp)
             return
         if (req.path in _GETS and req.method == "GET") or (
-            req.path in _POSTS and req.method == "POST"
+            req.path in _POSTS and req.method == "POST" and "tokenize" not in self.omit
         ):
             model = None
             if req.method == "POST":
@@ -120,15 +140,25 @@ class Router:
                 return
             await self._relay(req, resp, backend)
             return
-        resp.send(404, b'{"detail":"Not Found"}')
+        resp.send(404, _NOT_FOUND)
 
-    def _headers(self, req: Request) -> list[tuple[str, str]]:
-        return [(k, req.headers[k]) for k in _FORWARD_HEADERS if k in req.headers]
+    def _headers(self, req: Request, backend: Backend) -> list[tuple[str, str]]:
+        headers = [(k, req.headers[k]) for k in _FORWARD_HEADERS if k in req.headers]
+        if backend.api_key is not None:
+            headers.append(("authorization", f"Bearer {backend.api_key}"))
+        elif self.api_key is None and "authorization" in req.headers:
+            headers.append(("authorization", req.headers["authorization"]))
+        return headers
 
     async def _relay(self, req: Request, resp: Responder, backend: Backend) -> None:
         try:
             up = await send(
-                backend.host, backend.port, req.method, req.path, self._headers(req), req.body
+                backend.host,
+                backend.port,
+                req.method,
+                req.path,
+                self._headers(req, backend),
+                req.body,
             )
             body = b"".join([part async for part in up.body_parts()])
             up.close()
@@ -147,6 +177,8 @@ class Router:
                 ),
             )
             return
+        if req.path == "/v1/models" and up.status == 200 and "max-model-len" in self.omit:
+            body = _without_max_model_len(body)
         resp.send(
             up.status,
             body,
@@ -186,7 +218,7 @@ class Router:
         backend.resident += 1
         try:
             up = await send(
-                backend.host, backend.port, "POST", req.path, self._headers(req), req.body
+                backend.host, backend.port, "POST", req.path, self._headers(req, backend), req.body
             )
             self.queue_depth -= 1
             queued = False
@@ -275,6 +307,19 @@ class Router:
     def _write(self, entry: dict[str, Any]) -> None:
         if self._journal is not None:
             self._journal.write(orjson.dumps(entry) + b"\n")
+
+
+def _without_max_model_len(body: bytes) -> bytes:
+    """A ModelList whose cards carry no ``max_model_len`` (as OpenAI-style frontends list them)."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body
+    cards = doc.get("data") if isinstance(doc, dict) else None
+    for card in cards if isinstance(cards, list) else []:
+        if isinstance(card, dict):
+            card.pop("max_model_len", None)
+    return orjson.dumps(doc)
 
 
 def _open_append(path: Path) -> int:

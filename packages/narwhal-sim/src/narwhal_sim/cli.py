@@ -6,14 +6,16 @@ import asyncio
 import math
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
+from ._auth import env_key
 from ._config import is_loopback, load_json, resolve_engines, split_hostport
 from ._errors import SimError
 from ._fleet import RouterSettings, serve
 from ._presets import DEFAULT_PRESET, get_preset, presets
+from ._router import ROUTER_OMITS
 
 app = typer.Typer(
     name="narwhal-sim",
@@ -107,6 +109,32 @@ def up(
             "--allow-non-loopback", help="Serve fleet URLs that are not loopback addresses."
         ),
     ] = False,
+    router_api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--router-api-key-env",
+            metavar="NAME",
+            help="The router requires the key held in this environment variable (Authorization: "
+            "Bearer, as vllm serve --api-key); engines with their own api_key_env get theirs.",
+        ),
+    ] = None,
+    router_auth_scope: Annotated[
+        Literal["v1", "all"],
+        typer.Option(
+            "--router-auth-scope",
+            help="Routes the router's key guards: v1 (vLLM's: /v1/*) or all (/metrics, "
+            "/tokenize, /health too, as a gateway that checks every request).",
+        ),
+    ] = "v1",
+    router_omit: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--router-omit",
+            metavar="WHAT",
+            help="Leave out, like a router that is not ours (repeat): tokenize (/tokenize, "
+            "/detokenize answer 404), max-model-len (none in /v1/models), metrics (404).",
+        ),
+    ] = None,
 ) -> None:
     """Serve every engine of a fleet file (and the router) until Ctrl-C or SIGTERM."""
     if not math.isfinite(time_scale) or time_scale <= 0:
@@ -128,10 +156,20 @@ def up(
             if not allow_non_loopback and not is_loopback(host):
                 raise _fail(f"--router {router}: {host} is not loopback (use --allow-non-loopback)")
             router_settings = RouterSettings(
-                host, port, journal or fleet.parent / "router-journal.jsonl"
+                host,
+                port,
+                journal or fleet.parent / "router-journal.jsonl",
+                api_key_env=router_api_key_env,
+                auth_scope=router_auth_scope,
+                omit=frozenset(router_omit or ()),
             )
-        elif journal is not None:
-            raise _fail("--journal needs --router")
+        elif journal is not None or router_api_key_env is not None or router_omit:
+            raise _fail("--journal, --router-api-key-env and --router-omit need --router")
+        unknown = ", ".join(sorted(set(router_omit or ()) - set(ROUTER_OMITS)))
+        if unknown:
+            raise _fail(f"--router-omit: unknown {unknown} (use {', '.join(ROUTER_OMITS)})")
+        if router_api_key_env is not None and env_key(router_api_key_env) is None:
+            raise _fail(f"--router-api-key-env: variable {router_api_key_env} is not set")
     except SimError as exc:
         raise _fail(str(exc)) from None
     watch = os.environ.get("NARWHAL_SIM_PARENT_PID", "")

@@ -155,8 +155,15 @@ def start_sim_fleet(
     preset: str | None = None,
     seed: int = 0,
     ready_timeout_s: float = _READY_TIMEOUT_S,
+    router_options: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> SimFleet:
-    """Write ``fleet.json``, ``sim-config.json`` into ``workdir``; run ``narwhal-sim up``."""
+    """Write ``fleet.json``, ``sim-config.json`` into ``workdir``; run ``narwhal-sim up``.
+
+    ``router_options`` are extra ``up`` arguments for the router (``--router-api-key-env NAME``,
+    ``--router-auth-scope all``, ``--router-omit tokenize``...); ``env`` adds variables to the
+    simulator's environment only (engine and router keys), not to this process's.
+    """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     iids = [str(e["iid"]) for e in engines]
@@ -177,6 +184,8 @@ def start_sim_fleet(
                 preset,
                 seed,
                 ready_timeout_s,
+                tuple(router_options),
+                dict(env or {}),
             )
         except SimStartError as exc:
             last_error = exc
@@ -196,6 +205,8 @@ def _launch(
     preset: str | None,
     seed: int,
     ready_timeout_s: float,
+    router_options: tuple[str, ...],
+    env: dict[str, str],
 ) -> SimFleet:
     fleet_path = workdir / "fleet.json"
     write_atomic(
@@ -228,6 +239,7 @@ def _launch(
     if router:
         journal = workdir / "router-journal.jsonl"
         cmd += ["--router", f"127.0.0.1:{free_port()}", "--journal", str(journal)]
+        cmd += router_options
     log = log_path.open("wb")
     try:
         proc = subprocess.Popen(
@@ -235,7 +247,12 @@ def _launch(
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "NARWHAL_SIM_PARENT_PID": str(os.getpid())},
+            env={
+                **os.environ,
+                **env,
+                "PYTHONUNBUFFERED": "1",
+                "NARWHAL_SIM_PARENT_PID": str(os.getpid()),
+            },
         )
     finally:
         log.close()

@@ -6,8 +6,9 @@ schedule misses instead of sending late; ``run_checks`` and ``reconcile`` are th
 before and after. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
 """
 
+from narwhal_trial._access import DEFAULT_API_KEY_ENV, ApiKeyEnv
 from narwhal_trial._check import CheckItem, run_checks
-from narwhal_trial._drain import DEFAULT_GAUGES, wait_drained
+from narwhal_trial._drain import DEFAULT_GAUGES, DRAIN_PRESETS, wait_drained
 from narwhal_trial._errors import (
     DestinationError,
     DrainError,
@@ -44,8 +45,11 @@ from narwhal_trial._workload import (
 )
 
 __all__ = [
+    "DEFAULT_API_KEY_ENV",
     "DEFAULT_GAUGES",
+    "DRAIN_PRESETS",
     "STATUSES",
+    "ApiKeyEnv",
     "CheckItem",
     "DestinationError",
     "Distribution",

@@ -1,7 +1,8 @@
 """``check``: the runbook's pre-trial checks, every failing item listed.
 
 1. The workload's input + output tokens fit every target engine's live ``max_model_len``
-   (``/tokenize``, checked against ``/v1/models``), and every target engine serves its model.
+   (``/tokenize``, checked against ``/v1/models`` and ``--max-model-len``), and every target engine
+   serves its model. An engine's key comes from its fleet ``api_key_env``, else ``--api-key-env``.
 2. They lie inside the accepted profile domain of the store: the profile whose key matches the
    engine's current fleet key exists; prefill targets (``prefill``/``mixed``) have
    ``input_tokens`` within the prefill fit's ``[min_len, max_len]``; decode targets
@@ -38,6 +39,7 @@ from narwhal_store import (
     profile_key,
     read_store,
 )
+from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._errors import TrialError, TrialUsageError
 from narwhal_trial._files import read_regular
 from narwhal_trial._prepare import live_max_model_len
@@ -143,12 +145,16 @@ def _decode_item(iid: str, dom: dict[str, Any], n_in: int, n_out: int) -> CheckI
     return CheckItem(iid, "decode domain", ok, f"mean context {ctx:g}, profile [{lo}, {hi}]")
 
 
-async def _engine_items(fleet: LoadedFleet, iid: str, workload: Workload) -> list[CheckItem]:
+async def _engine_items(
+    fleet: LoadedFleet, iid: str, workload: Workload, keys: ApiKeyEnv, given_limit: int | None
+) -> list[CheckItem]:
     entry = fleet.config.engine(iid)
     items: list[CheckItem] = []
     need = workload.input_tokens + workload.output_tokens
+    if entry.api_key_env is not None:  # the fleet's own variable for this engine wins
+        keys = ApiKeyEnv(entry.api_key_env, given=True, is_set=True)
     try:
-        client = EngineClient.from_env(entry.url, entry.api_key_env, timeout_s=30.0)
+        client = EngineClient.from_env(entry.url, keys.sent_from, timeout_s=30.0)
     except EngineClientError as exc:
         return [CheckItem(iid, "engine reachable", False, str(exc))]
     async with client:
@@ -161,18 +167,18 @@ async def _engine_items(fleet: LoadedFleet, iid: str, workload: Workload) -> lis
                     CheckItem(iid, "serves the model", False, f"{workload.model} not in {served}")
                 )
             else:
-                limit = await live_max_model_len(client, card)
+                limit = await live_max_model_len(client, card, given_limit)
                 items.append(
                     CheckItem(
                         iid, "context limit", need <= limit, f"{need} tokens, max_model_len {limit}"
                     )
                 )
         except (EngineClientError, TrialError) as exc:
-            items.append(CheckItem(iid, "context limit", False, _message(exc)))
+            items.append(CheckItem(iid, "context limit", False, _message(exc, keys)))
         try:
             labels = (await client.metrics()).cache_config()
         except EngineClientError as exc:
-            items.append(CheckItem(iid, "prefix caching off (metrics)", False, str(exc)))
+            items.append(CheckItem(iid, "prefix caching off (metrics)", False, _message(exc, keys)))
             return items
         value = None if labels is None else labels.get("enable_prefix_caching")
         ok = value is not None and value.strip().lower() in _FALSE
@@ -185,7 +191,10 @@ async def _engine_items(fleet: LoadedFleet, iid: str, workload: Workload) -> lis
     return items
 
 
-def _message(exc: Exception) -> str:
+def _message(exc: Exception, keys: ApiKeyEnv) -> str:
+    refused = keys.refusal(exc)
+    if refused is not None:
+        return refused
     return exc.message if isinstance(exc, TrialError) else str(exc)
 
 
@@ -196,8 +205,15 @@ def run_checks(
     store_path: Path,
     launch_records: Sequence[Path],
     engines: Sequence[str] = (),
+    keys: ApiKeyEnv | None = None,
+    max_model_len: int | None = None,
 ) -> list[CheckItem]:
-    """Every pre-trial check; raises TrialUsageError when an input file cannot be used at all."""
+    """Every pre-trial check; raises TrialUsageError when an input file cannot be used at all.
+
+    ``keys``: the key for engines whose fleet entry names no ``api_key_env`` (default: the
+    ``NARWHAL_API_KEY`` variable when set); ``max_model_len``: ``--max-model-len``.
+    """
+    keys = keys or ApiKeyEnv.choose(None)
     workload = load_workload(workload_path).workload
     try:
         fleet = load_fleet(fleet_path)
@@ -220,7 +236,11 @@ def run_checks(
             items.extend(profile_items(iid, role, found[0], workload))
 
     async def live() -> list[list[CheckItem]]:
-        return list(await asyncio.gather(*(_engine_items(fleet, i, workload) for i in targets)))
+        return list(
+            await asyncio.gather(
+                *(_engine_items(fleet, i, workload, keys, max_model_len) for i in targets)
+            )
+        )
 
     for engine_items in asyncio.run(live()):
         items.extend(engine_items)

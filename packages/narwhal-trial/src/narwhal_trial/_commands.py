@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from narwhal_engine_client import EngineClient
+from narwhal_trial._access import ApiKeyEnv, refuse_credentials
 from narwhal_trial._check import run_checks
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
@@ -28,13 +28,22 @@ def fail(prog: str, error: TrialError) -> int:
 
 
 def prepare_command(
-    *, base: str, input_tokens: int, output_tokens: int, seed: int, out: Path, model: str | None
+    *,
+    base: str,
+    input_tokens: int,
+    output_tokens: int,
+    seed: int,
+    out: Path,
+    model: str | None,
+    api_key_env: str | None = None,
 ) -> Path:
     """Build and write ``OUT/workload.json``; returns its path. Raises TrialError."""
+    refuse_credentials(base)
+    keys = ApiKeyEnv.choose(api_key_env)
     check_fresh_dir(out, holds=(WORKLOAD_FILE,))
 
     async def build() -> bytes:
-        async with EngineClient(base) as client:
+        async with keys.client(base) as client:
             workload = await build_workload(
                 client,
                 input_tokens=input_tokens,
@@ -44,7 +53,13 @@ def prepare_command(
             )
         return workload_bytes(workload)
 
-    data = asyncio.run(build())
+    try:
+        data = asyncio.run(build())
+    except TrialError as exc:
+        refused = keys.refusal(exc)
+        if refused is None:
+            raise
+        raise TrialError(refused) from exc
     make_private_dir(out, holds=(WORKLOAD_FILE,))
     path = out / WORKLOAD_FILE
     try:
@@ -95,6 +110,8 @@ def check_command(
     profiles: Path,
     launch_records: list[Path],
     engines: list[str],
+    api_key_env: str | None = None,
+    max_model_len: int | None = None,
 ) -> tuple[int, str]:
     """Run every pre-trial check: exit 0 when all pass, else 2; the text lists every item."""
     items = run_checks(
@@ -103,6 +120,8 @@ def check_command(
         store_path=profiles,
         launch_records=launch_records,
         engines=engines,
+        keys=ApiKeyEnv.choose(api_key_env),
+        max_model_len=max_model_len,
     )
     failed = [i for i in items if not i.ok]
     lines = [f"{'ok  ' if i.ok else 'FAIL'} {i.subject}: {i.what}: {i.detail}" for i in items]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 from narwhal_engine_client import EngineClient, EngineClientError
 from narwhal_trial._errors import DrainError
@@ -16,6 +17,21 @@ DEFAULT_GAUGES = (
     "vllm:num_requests_waiting",
     "vllm:num_requests_running",
 )
+
+DrainPreset = Literal["narwhal-router", "vllm", "dynamo", "none"]
+DRAIN_PRESETS: dict[DrainPreset, tuple[str, ...]] = {
+    # narwhal-sim's router: its queue and resident gauges, and the engines' vLLM gauges it sums
+    "narwhal-router": DEFAULT_GAUGES,
+    # a vLLM engine's own /metrics; also the vLLM production-stack router (vllm_router), whose
+    # /metrics sets vllm:num_requests_running per backend from its own in-flight counts
+    "vllm": ("vllm:num_requests_waiting", "vllm:num_requests_running"),
+    # NVIDIA Dynamo's HTTP frontend (/metrics on its HTTP port)
+    "dynamo": ("dynamo_frontend_queued_requests", "dynamo_frontend_inflight_requests"),
+    # no drain check at all: a router without a usable /metrics page (drain it another way)
+    "none": (),
+}
+"""``--drain-preset``: the gauges that must read 0, by what stands at ``--base``."""
+DEFAULT_PRESET: DrainPreset = "narwhal-router"
 
 
 async def wait_drained(

@@ -51,8 +51,9 @@ def build_manifest(
             max_lag_s=settings.max_lag_s,
             request_timeout_s=settings.request_timeout_s,
             drain_timeout_s=settings.drain_timeout_s,
-            drain_gauges=list(settings.drain_gauges),
+            drain_gauges=list(settings.drain[1]),
             stream_transport=settings.stream_transport,
+            drain_preset=settings.drain[0],
         ),
         arguments=settings.arguments(),
         model=workload.model,
@@ -64,4 +65,7 @@ def build_manifest(
         input_tokens=workload.input_tokens,
         output_tokens=workload.output_tokens,
         warmup_request_id=warmup_request_id,
+        workload_served_by=workload.served_by,
+        api_key_env=settings.api_keys().sent_from,
+        operator_max_model_len=settings.max_model_len,
     )

@@ -17,33 +17,66 @@ from narwhal_engine_client import (
 )
 from narwhal_trial._errors import PrepareError, TrialError, WorkloadError
 from narwhal_trial._seed_text import SEED_PROMPT, SEED_PROMPT_NAME
-from narwhal_trial._workload import Sampling, SeedPrompt, Workload
+from narwhal_trial._workload import Sampling, SeedPrompt, TokenIdsSource, Workload
 
 SEED_COMPLETION_TOKENS = 32
 _PLACEHOLDER = re.compile(r"token_id:(\d+)")
+OPERATOR_LIMIT = "pass --max-model-len N, or point the command at an engine that serves the model"
+"""What ``run`` and ``check`` say when the server reports no context limit."""
+ENGINE_LIMIT = (
+    "point prepare at an engine that serves the model (the workload then runs against the router "
+    "all the same)"
+)
+"""What ``prepare`` says when the server reports no context limit."""
 
 
-async def live_max_model_len(client: EngineClient, card: ModelCard) -> int:
-    """The live context limit from /tokenize, checked against /v1/models when both give one."""
+async def live_max_model_len(
+    client: EngineClient, card: ModelCard, given: int | None = None, *, remedy: str = OPERATOR_LIMIT
+) -> int:
+    """The live context limit from /tokenize, checked against /v1/models when both give one, and
+    against ``given`` (``--max-model-len``) when the server reports one; ``given`` stands in when
+    the server reports none. WorkloadError on a disagreement, or when there is no limit at all
+    (the message ends with ``remedy``)."""
+    tokenize_error: EngineClientError | None = None
     try:
-        tokenized = await client.tokenize("narwhal", model=card.id, add_special_tokens=False)
+        live: int | None = (
+            await client.tokenize("narwhal", model=card.id, add_special_tokens=False)
+        ).max_model_len
     except EngineClientError as exc:
-        if card.max_model_len is None:
-            raise WorkloadError(f"no max_model_len from /v1/models or /tokenize: {exc}") from exc
-        return card.max_model_len
-    live = tokenized.max_model_len
-    if card.max_model_len is not None and card.max_model_len != live:
+        live, tokenize_error = None, exc
+    served = card.max_model_len
+    if served is not None and live is not None and served != live:
         raise WorkloadError(
-            f"max_model_len disagrees: /v1/models says {card.max_model_len}, /tokenize says {live}"
+            f"max_model_len disagrees: /v1/models says {served}, /tokenize says {live}"
         )
-    return live
+    server = live if live is not None else served
+    if given is not None and server is not None and given != server:
+        raise WorkloadError(
+            f"--max-model-len {given} disagrees with the max_model_len {server} that "
+            f"{client.base_url} reports"
+        )
+    limit = given if given is not None else server
+    if limit is None:
+        raise WorkloadError(
+            f"no max_model_len from {client.base_url}/v1/models or /tokenize "
+            f"({tokenize_error}): {remedy}"
+        ) from tokenize_error
+    return limit
 
 
 async def fitting_model(
-    client: EngineClient, wanted: str | None, *, input_tokens: int, output_tokens: int
+    client: EngineClient,
+    wanted: str | None,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    max_model_len: int | None = None,
+    remedy: str = OPERATOR_LIMIT,
+    prepared_from: str | None = None,
 ) -> tuple[ModelCard, int]:
-    """The served model (``wanted``, else the only one) and its live ``max_model_len``, which must
-    hold input + output tokens."""
+    """The served model (``wanted``, else the only one) and its live ``max_model_len`` (see
+    ``live_max_model_len``), which must hold input + output tokens. ``prepared_from`` (the base a
+    workload was prepared from) is named when the model is not served."""
     try:
         cards = await client.models()
     except EngineClientError as exc:
@@ -51,9 +84,11 @@ async def fitting_model(
     try:
         card = select_model(cards, wanted, client.base_url)
     except EngineClientError as exc:
-        hint = "" if wanted is not None else "; pass --model"
+        hint = "; pass --model" if wanted is None else ""
+        if prepared_from is not None:
+            hint = f"; the workload was prepared from {prepared_from} for {wanted!r}"
         raise WorkloadError(f"{exc}{hint}") from exc
-    limit = await live_max_model_len(client, card)
+    limit = await live_max_model_len(client, card, max_model_len, remedy=remedy)
     if input_tokens + output_tokens > limit:
         raise WorkloadError(
             f"{input_tokens} input + {output_tokens} output tokens exceed the live max_model_len "
@@ -92,54 +127,91 @@ def _ids_from_token_ids(choice: dict[str, Any]) -> list[int] | None:
     return [int(t) for t in ids]
 
 
-def _ids_from_logprobs(choice: dict[str, Any]) -> list[int]:
+def _ids_from_logprobs(choice: dict[str, Any]) -> list[int] | str:
+    """The ids of the ``token_id:N`` placeholders, or why there are none."""
     logprobs = choice.get("logprobs")
     tokens = logprobs.get("tokens") if isinstance(logprobs, dict) else None
     if not isinstance(tokens, list) or not tokens:
-        raise PrepareError(
-            "the engine returned neither token_ids (return_token_ids) nor logprobs tokens "
-            "(return_tokens_as_token_ids)"
-        )
+        return "no logprobs tokens in the answer"
     ids: list[int] = []
     for token in tokens:
         match = _PLACEHOLDER.fullmatch(token) if isinstance(token, str) else None
         if match is None:
-            raise PrepareError(f"logprobs token {token!r} is not of the form 'token_id:N'")
+            return f"logprobs token {token!r} is not of the form 'token_id:N'"
         ids.append(int(match.group(1)))
     return ids
 
 
-async def seed_token_ids(client: EngineClient, model: str) -> tuple[list[int], str]:
-    """The 32 generated token ids of the seed completion and how they were obtained.
-
-    First with ``return_token_ids`` (vLLM >= 0.10.2); when the engine refuses that field or returns
-    no ``token_ids``, again with ``logprobs`` and ``return_tokens_as_token_ids``.
-    """
-    ids: list[int] | None = None
+async def _seed_choice(
+    client: EngineClient, model: str, extra: dict[str, Any]
+) -> dict[str, Any] | str:
+    """The seed completion's first choice, or why there is none when the request was refused as
+    invalid (400/422: a field the server does not take). Any other failure is a PrepareError."""
     try:
-        doc = await client.complete(
-            _seed_body(model, {"return_token_ids": True}), request_id=_request_id()
-        )
-        ids = _ids_from_token_ids(_first_choice(doc))
+        doc = await client.complete(_seed_body(model, extra), request_id=_request_id())
     except EngineHTTPError as exc:
-        if exc.status not in (400, 422):
-            raise PrepareError(f"seed completion failed: {exc}") from exc
+        if exc.status in (400, 422):
+            return f"refused: {exc}"
+        raise PrepareError(f"seed completion failed: {exc}") from exc
     except EngineClientError as exc:
         raise PrepareError(f"seed completion failed: {exc}") from exc
-    source = "return_token_ids"
-    if ids is None:
-        source = "logprobs"
-        body = _seed_body(model, {"logprobs": 1, "return_tokens_as_token_ids": True})
-        try:
-            doc = await client.complete(body, request_id=_request_id())
-        except EngineClientError as exc:
-            raise PrepareError(f"seed completion (logprobs fallback) failed: {exc}") from exc
-        ids = _ids_from_logprobs(_first_choice(doc))
+    return _first_choice(doc)
+
+
+def _exactly_seed_length(ids: list[int], source: str) -> list[int]:
     if len(ids) != SEED_COMPLETION_TOKENS:
         raise PrepareError(
-            f"seed completion returned {len(ids)} token ids, expected {SEED_COMPLETION_TOKENS}"
+            f"seed completion returned {len(ids)} token ids ({source}), expected "
+            f"{SEED_COMPLETION_TOKENS}"
         )
-    return ids, source
+    return ids
+
+
+async def seed_token_ids(client: EngineClient, model: str) -> tuple[list[int], TokenIdsSource]:
+    """The generated token ids of the seed completion and how they were obtained.
+
+    Tried in turn: ``return_token_ids`` (vLLM >= 0.10.2); ``logprobs`` with
+    ``return_tokens_as_token_ids``; ``POST /tokenize`` of the completion's text (a router that
+    passes neither field through but has ``/tokenize``). The first two must give exactly the 32
+    generated ids. When none works, the PrepareError lists what each gave and says that an engine
+    URL will do.
+    """
+    tried: list[str] = []
+    texts: list[str] = []
+    answer = await _seed_choice(client, model, {"return_token_ids": True})
+    if isinstance(answer, dict):
+        texts.append(str(answer.get("text") or ""))
+        ids = _ids_from_token_ids(answer)
+        if ids is not None:
+            return _exactly_seed_length(ids, "return_token_ids"), "return_token_ids"
+        answer = "no token_ids in the answer"
+    tried.append(f"return_token_ids ({answer})")
+    answer = await _seed_choice(client, model, {"logprobs": 1, "return_tokens_as_token_ids": True})
+    if isinstance(answer, dict):
+        texts.append(str(answer.get("text") or ""))
+        found = _ids_from_logprobs(answer)
+        if isinstance(found, list):
+            return _exactly_seed_length(found, "logprobs"), "logprobs"
+        answer = found
+    tried.append(f"logprobs with return_tokens_as_token_ids ({answer})")
+    text = next((t for t in texts if t), None)
+    if text is None:
+        tried.append("/tokenize of the completion text (no completion text)")
+    else:
+        try:
+            tokens = (await client.tokenize(text, model=model, add_special_tokens=False)).tokens
+        except EngineClientError as exc:
+            tried.append(f"/tokenize of the completion text ({exc})")
+        else:
+            if tokens:
+                return tokens, "tokenize"
+            tried.append("/tokenize of the completion text (no tokens)")
+    raise PrepareError(
+        f"no token ids for the seed completion from {client.base_url}; tried "
+        + "; ".join(tried)
+        + f". An engine URL will do: prepare against an engine that serves {model}, then run "
+        "the workload against the router"
+    )
 
 
 async def build_workload(
@@ -152,7 +224,7 @@ async def build_workload(
 ) -> Workload:
     """Query the served model and its limit, complete the seed prompt, and return the workload."""
     card, limit = await fitting_model(
-        client, model, input_tokens=input_tokens, output_tokens=output_tokens
+        client, model, input_tokens=input_tokens, output_tokens=output_tokens, remedy=ENGINE_LIMIT
     )
     try:
         version: str | None = await client.version()
@@ -172,9 +244,10 @@ async def build_workload(
             name=SEED_PROMPT_NAME,
             sha256=hashlib.sha256(SEED_PROMPT.encode("utf-8")).hexdigest(),
             completion_tokens=SEED_COMPLETION_TOKENS,
-            token_ids_source="logprobs" if source == "logprobs" else "return_token_ids",
+            token_ids_source=source,
         ),
         created=datetime.now(UTC).isoformat(timespec="seconds"),
+        served_by=client.base_url,
     )
 
 

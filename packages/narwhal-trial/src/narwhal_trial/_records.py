@@ -48,6 +48,11 @@ class Limits(_Doc):
         "HTTP/1.1 transport (``--transport auto`` resolved; manifests written before the raw "
         "transport existed lack the key and mean httpx)",
     )
+    drain_preset: str | None = Field(
+        default=None,
+        description="the --drain-preset the drain gauges came from (none: no drain check); null "
+        "for a --drain-gauge list",
+    )
 
 
 class Manifest(_Doc):
@@ -87,6 +92,19 @@ class Manifest(_Doc):
     input_tokens: int
     output_tokens: int
     warmup_request_id: str
+    workload_served_by: str | None = Field(
+        default=None, description="the base URL the workload was prepared from (its served_by)"
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        description="the environment variable the API key was read from (the key itself is never "
+        "recorded); null when no key was sent",
+    )
+    operator_max_model_len: int | None = Field(
+        default=None,
+        description="the context limit the operator supplied with --max-model-len; null when the "
+        "server's own limit was used",
+    )
 
 
 class RequestRecord(_Doc):

@@ -85,6 +85,7 @@ class _Trial:
             max_lag_s=settings.max_lag_s,
         )
         self.bounds = Bounds(settings.ttft_s, settings.tpot_s, self.workload.output_tokens)
+        self.keys = settings.api_keys()
         self.t0 = 0
         self.in_flight = 0
         self.open: set[int] = set()
@@ -138,7 +139,7 @@ class _Trial:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, self._on_sigint)
         try:
-            async with EngineClient(
+            async with self.keys.client(
                 self.s.base_url,
                 timeout_s=self.s.request_timeout_s,
                 max_connections=self.s.max_in_flight + 16,
@@ -151,7 +152,7 @@ class _Trial:
         except _Interrupted:
             self.facts.interrupted = True
         except TrialError as exc:
-            self.facts.error = exc.message
+            self.facts.error = self.keys.refusal(exc) or exc.message
         except Exception as exc:
             self.facts.error = f"internal error: {type(exc).__name__}: {exc}"
         finally:
@@ -184,7 +185,12 @@ class _Trial:
         """Check the model still fits; drain; one unscored warm-up of the full shape; drain."""
         w = self.workload
         await fitting_model(
-            client, w.model, input_tokens=w.input_tokens, output_tokens=w.output_tokens
+            client,
+            w.model,
+            input_tokens=w.input_tokens,
+            output_tokens=w.output_tokens,
+            max_model_len=self.s.max_model_len,
+            prepared_from=w.served_by,
         )
         await self._drain(client)
         warm = await client.stream_completion(
@@ -192,7 +198,8 @@ class _Trial:
         )
         self.facts.warmup_status = status_of(warm)
         if not warm.ok:
-            raise TrialError(f"warm-up request failed ({status_of(warm)}): {warm.error}")
+            refused = self.keys.refusal(warm.error, f"{client.base_url}/v1/completions")
+            raise TrialError(refused or f"warm-up request failed ({status_of(warm)}): {warm.error}")
         if warm.completion_tokens != w.output_tokens:
             raise TrialError(
                 f"warm-up returned {warm.completion_tokens} of {w.output_tokens} output tokens"
@@ -212,9 +219,12 @@ class _Trial:
             ) from exc
 
     async def _drain(self, client: EngineClient) -> None:
+        gauges = self.s.drain[1]
+        if not gauges:  # --drain-preset none: the operator drains the fleet another way
+            return
         took = await wait_drained(
             client,
-            self.s.drain_gauges,
+            gauges,
             timeout_s=self.s.drain_timeout_s,
             poll_s=self.s.drain_poll_s,
             clock=self.clock,

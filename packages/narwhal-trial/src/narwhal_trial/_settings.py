@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Literal
 
 from narwhal_engine_client import StreamTransport
-from narwhal_trial._drain import DEFAULT_GAUGES
+from narwhal_trial._access import ApiKeyEnv, refuse_credentials
+from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
 from narwhal_trial._errors import TrialUsageError
 
 RUN_FILES = ("manifest.json", "requests.jsonl", "summary.json")
@@ -36,13 +37,22 @@ class RunSettings:
     request_timeout_s: float = 300.0
     drain_timeout_s: float = 600.0
     drain_poll_s: float = 0.25
-    drain_gauges: tuple[str, ...] = DEFAULT_GAUGES
+    drain_gauges: tuple[str, ...] = ()
+    """``--drain-gauge``: replaces the preset's gauges when given"""
     transport: TransportChoice = "auto"
     command: tuple[str, ...] = ()
     launcher: Path | None = None
+    drain_preset: DrainPreset | None = None
+    """``--drain-preset`` (None: ``narwhal-router``, unless ``drain_gauges`` are given)"""
+    api_key_env: str | None = None
+    """``--api-key-env``: the variable holding the key (None: ``NARWHAL_API_KEY`` when set)"""
+    max_model_len: int | None = None
+    """``--max-model-len``: the context limit, for a server that reports none"""
 
     def validate(self) -> None:
         """Raise TrialUsageError (exit 2) for a value the run cannot use."""
+        refuse_credentials(self.base_url)
+        self.api_keys()
         if not self.base_url.startswith(("http://", "https://")):
             raise TrialUsageError(f"--base must be an http(s) URL, got {self.base_url!r}")
         checks = [
@@ -67,7 +77,19 @@ class RunSettings:
                 math.isfinite(self.drain_timeout_s) and self.drain_timeout_s > 0,
                 f"--drain-timeout must be positive, got {self.drain_timeout_s}",
             ),
-            (bool(self.drain_gauges), "at least one --drain-gauge is needed"),
+            (
+                not (self.drain_gauges and self.drain_preset),
+                "give --drain-preset or --drain-gauge, not both",
+            ),
+            (
+                self.drain_preset is None or self.drain_preset in DRAIN_PRESETS,
+                f"--drain-preset must be one of {', '.join(DRAIN_PRESETS)}, got "
+                f"{self.drain_preset!r}",
+            ),
+            (
+                self.max_model_len is None or self.max_model_len >= 1,
+                f"--max-model-len must be at least 1, got {self.max_model_len}",
+            ),
             (
                 self.transport in ("auto", "httpx", "raw"),
                 f"--transport must be auto, httpx or raw, got {self.transport!r}",
@@ -80,6 +102,19 @@ class RunSettings:
         for ok, message in checks:
             if not ok:
                 raise TrialUsageError(message)
+
+    def api_keys(self) -> ApiKeyEnv:
+        """Where the API key comes from (TrialUsageError for a named variable that is unset)."""
+        return ApiKeyEnv.choose(self.api_key_env)
+
+    @property
+    def drain(self) -> tuple[DrainPreset | None, tuple[str, ...]]:
+        """The drain's preset and gauges: the ``--drain-gauge`` list (preset None), else the
+        preset's; no gauges means no drain check (``none``)."""
+        if self.drain_gauges:
+            return None, self.drain_gauges
+        preset = self.drain_preset or DEFAULT_PRESET
+        return preset, DRAIN_PRESETS[preset]
 
     @property
     def stream_transport(self) -> StreamTransport:
@@ -105,4 +140,7 @@ class RunSettings:
             "drain_timeout": self.drain_timeout_s,
             "drain_gauges": list(self.drain_gauges),
             "transport": self.transport,
+            "drain_preset": self.drain_preset,
+            "api_key_env": self.api_key_env,
+            "max_model_len": self.max_model_len,
         }

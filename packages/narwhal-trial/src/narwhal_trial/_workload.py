@@ -10,7 +10,7 @@ import numpy as np
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from narwhal_engine_client import completion_body
+from narwhal_engine_client import TokenCounting, completion_body
 from narwhal_trial._errors import WorkloadError
 from narwhal_trial._files import read_regular
 
@@ -18,6 +18,10 @@ WORKLOAD_FORMAT: Final = "narwhal.trial.workload"
 SAMPLER: Final = "pool-uniform-v1"
 """Request n's prompt is ``pool[rng.integers(0, len(pool), size=input_tokens)]``,
 ``rng = numpy.random.default_rng(seed + n)``."""
+
+
+TokenIdsSource = Literal["return_token_ids", "logprobs", "tokenize"]
+"""How prepare got the seed completion's token ids (``tokenize``: ``/tokenize`` of its text)."""
 
 
 class Sampling(BaseModel):
@@ -40,7 +44,7 @@ class SeedPrompt(BaseModel):
     name: str
     sha256: str
     completion_tokens: int
-    token_ids_source: Literal["return_token_ids", "logprobs"]
+    token_ids_source: TokenIdsSource
 
 
 class Workload(BaseModel):
@@ -61,6 +65,11 @@ class Workload(BaseModel):
     sampling: Sampling
     seed_prompt: SeedPrompt
     created: str
+    served_by: str | None = Field(
+        default=None,
+        description="the base URL prepare asked: any engine or router serving the same model "
+        "can run the workload",
+    )
 
 
 class LoadedWorkload(BaseModel):
@@ -110,18 +119,24 @@ def prompt_ids(workload: Workload, n: int) -> np.ndarray[Any, np.dtype[np.int64]
     return pool[rng.integers(0, len(pool), size=workload.input_tokens)]
 
 
+_COUNTING: dict[TokenIdsSource, TokenCounting] = {
+    "return_token_ids": "token_ids",
+    "logprobs": "usage",
+    "tokenize": "both",
+}
+
+
 def request_body(workload: Workload, n: int) -> bytes:
     """The encoded streaming body of request ``n`` with the workload's sampling settings.
 
     It asks for exact per-chunk token counts the way the engine that prepared the workload gave
-    its token ids: ``return_token_ids``, or per-chunk usage when that engine only knew logprobs
-    (vLLM before 0.10.2). The client checks that the chunks add up to the usage count.
+    its token ids: ``return_token_ids``, per-chunk usage when that engine only knew logprobs (vLLM
+    before 0.10.2), and both when it gave neither (ids from ``/tokenize``). The client checks that
+    the chunks add up to the usage count.
     """
     s = workload.sampling
     return completion_body(
-        token_counting=(
-            "token_ids" if workload.seed_prompt.token_ids_source == "return_token_ids" else "usage"
-        ),
+        token_counting=_COUNTING[workload.seed_prompt.token_ids_source],
         model=workload.model,
         prompt=prompt_ids(workload, n).tolist(),
         max_tokens=s.max_tokens,

@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from narwhal_trial._access import DEFAULT_API_KEY_ENV
 from narwhal_trial._commands import (
     check_command,
     describe,
@@ -23,7 +24,7 @@ from narwhal_trial._commands import (
     prepare_command,
     reconcile_command,
 )
-from narwhal_trial._drain import DEFAULT_GAUGES
+from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
 from narwhal_trial._errors import TrialError
 from narwhal_trial._run import run_trial
 from narwhal_trial._settings import RunSettings
@@ -56,8 +57,35 @@ def _app() -> typer.Typer:
 
 BaseOpt = Annotated[
     str,
-    typer.Option("--base", envvar=ENV_BASE, show_envvar=True, help="Router or engine base URL."),
+    typer.Option(
+        "--base",
+        envvar=ENV_BASE,
+        show_envvar=True,
+        help="Router or engine base URL (no user:password@ or query: keys go in --api-key-env).",
+    ),
 ]
+ApiKeyEnvOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key-env",
+        metavar="NAME",
+        help="Environment variable holding the API key, sent as Authorization: Bearer on every "
+        f"request (never the key itself on the command line). Default: {DEFAULT_API_KEY_ENV}, "
+        "when set; otherwise no key is sent.",
+    ),
+]
+MaxModelLenOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-model-len",
+        min=1,
+        help="The context limit, for a router that reports none in /v1/models or /tokenize; an "
+        "error when the server reports a different one.",
+    ),
+]
+_PRESET_HELP = "; ".join(
+    f"{name}: {', '.join(gauges) or 'no drain check'}" for name, gauges in DRAIN_PRESETS.items()
+)
 
 
 def prepare(
@@ -72,8 +100,12 @@ def prepare(
     model: Annotated[
         str | None, typer.Option("--model", help="Served model (default: the only one).")
     ] = None,
+    api_key_env: ApiKeyEnvOpt = None,
 ) -> None:
-    """Query the served model, complete the seed prompt, write OUT/workload.json."""
+    """Query the served model, complete the seed prompt, write OUT/workload.json.
+
+    Best pointed at an engine: the workload then runs against any router serving the same model.
+    """
     inv: _Invocation = ctx.obj
     try:
         path = prepare_command(
@@ -83,6 +115,7 @@ def prepare(
             seed=seed,
             out=out,
             model=model,
+            api_key_env=api_key_env,
         )
     except TrialError as exc:
         raise typer.Exit(fail(inv.prog, exc)) from exc
@@ -127,10 +160,18 @@ def run(
     drain_timeout: Annotated[
         float, typer.Option("--drain-timeout", help="Seconds to wait for the fleet to drain.")
     ] = 600.0,
+    drain_preset: Annotated[
+        DrainPreset | None,
+        typer.Option(
+            "--drain-preset",
+            help=f"The drain gauges of what stands at --base (default {DEFAULT_PRESET}): "
+            f"{_PRESET_HELP}.",
+        ),
+    ] = None,
     drain_gauge: Annotated[
         list[str] | None,
         typer.Option(
-            "--drain-gauge", help="Gauge that must read 0 (repeat; default: router + vLLM)."
+            "--drain-gauge", help="Gauge that must read 0 (repeat; instead of --drain-preset)."
         ),
     ] = None,
     transport: Annotated[
@@ -142,6 +183,8 @@ def run(
             "raw for http:// and httpx for https://.",
         ),
     ] = "auto",
+    api_key_env: ApiKeyEnvOpt = None,
+    max_model_len: MaxModelLenOpt = None,
 ) -> None:
     """Drain, warm up, drain, then offer every request on its absolute schedule."""
     inv: _Invocation = ctx.obj
@@ -158,10 +201,13 @@ def run(
         max_lag_s=max_lag,
         request_timeout_s=request_timeout,
         drain_timeout_s=drain_timeout,
-        drain_gauges=tuple(drain_gauge) if drain_gauge else DEFAULT_GAUGES,
+        drain_gauges=tuple(drain_gauge or ()),
+        drain_preset=drain_preset,
         transport=transport,
         command=inv.argv,
         launcher=inv.launcher,
+        api_key_env=api_key_env,
+        max_model_len=max_model_len,
     )
     try:
         summary = run_trial(settings)
@@ -188,6 +234,8 @@ def check(
         list[str] | None,
         typer.Option("--engine", help="Check only this engine iid (repeat; default: all)."),
     ] = None,
+    api_key_env: ApiKeyEnvOpt = None,
+    max_model_len: MaxModelLenOpt = None,
 ) -> None:
     """Before the trial: context limits, profile domain, prefix caching off. Exit 0 or 2."""
     inv: _Invocation = ctx.obj
@@ -198,6 +246,8 @@ def check(
             profiles=profiles,
             launch_records=launch_record or [],
             engines=engine or [],
+            api_key_env=api_key_env,
+            max_model_len=max_model_len,
         )
     except TrialError as exc:
         raise typer.Exit(fail(inv.prog, exc)) from exc
