@@ -153,7 +153,7 @@ async def run_live(
             state.measured.append(measured)
             for line in decode_warnings(
                 plan.entry.iid,
-                measured.profile,
+                measured.profile.decode_fit,
                 measurement.cohorts,
                 decode_tokens=sweep.decode_tokens,
                 colocated=plan.entry.iid in colocations,

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from narwhal_profile_cli._decode_sweep import Cohort
-from narwhal_store import FitQuality, Profile, decode_fit_suspect
+from narwhal_store import FitDoc, FitQuality, Profile, decode_fit_suspect
+
+if TYPE_CHECKING:  # the sweep pulls in narwhal-fit (scipy): not needed to print a result
+    from narwhal_profile_cli._decode_sweep import Cohort
 
 BURSTY_SHARE = 0.25
 """A cohort with at least this share of burst intervals in its window was delivered in bursts."""
@@ -68,11 +70,15 @@ def _cohort_at(cohorts: Sequence[Cohort], point: tuple[float, ...]) -> Cohort | 
     return None
 
 
+def _bursty(cohort: Cohort) -> bool:
+    return cohort.burst_share is not None and cohort.burst_share >= BURSTY_SHARE
+
+
 def _likely_cause(
     cohort: Cohort | None, cohorts: Sequence[Cohort], decode_tokens: int, colocated: bool
 ) -> str:
-    bursty = [c for c in cohorts if c.burst_share is not None and c.burst_share >= BURSTY_SHARE]
-    if cohort is not None and cohort in bursty:
+    bursty = [c for c in cohorts if _bursty(c)]
+    if cohort is not None and _bursty(cohort):
         return (
             f"bursty delivery: {cohort.burst_share:.0%} of that cohort's chunk intervals arrived "
             "in bursts (the engine's API server flushed several steps at once: it could not "
@@ -92,7 +98,7 @@ def _likely_cause(
 
 def decode_warnings(
     iid: str,
-    profile: Profile,
+    decode_fit: FitDoc | None,
     cohorts: Sequence[Cohort],
     *,
     decode_tokens: int,
@@ -100,7 +106,7 @@ def decode_warnings(
 ) -> list[str]:
     """Warnings for one engine's decode fit and delivery (empty when both look sound)."""
     warnings = []
-    quality = None if profile.decode_fit is None else FitQuality.of(profile.decode_fit)
+    quality = None if decode_fit is None else FitQuality.of(decode_fit)
     why = None if quality is None else decode_fit_suspect(quality)
     if quality is not None and why is not None:
         cohort = _cohort_at(cohorts, quality.worst_point)
@@ -114,7 +120,7 @@ def decode_warnings(
             f"{iid}: decode fit {why} (worst at {where}); likely cause: {cause}. The profile "
             "was written; load_trial.py check refuses it"
         )
-    bursty = [c for c in cohorts if c.burst_share is not None and c.burst_share >= BURSTY_SHARE]
+    bursty = [c for c in cohorts if _bursty(c)]
     if bursty and why is None:
         shown = ", ".join(
             f"input {c.input_len} x {c.concurrency}: {c.burst_share:.0%}" for c in bursty[:4]
