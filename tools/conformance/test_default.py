@@ -1,0 +1,61 @@
+"""vLLM's own server with default streaming: the full suite, the refusals, and the profile's
+figures (prefill and decode mean/worst relative error) for results.json."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from . import _commands as cmd
+from ._checks import RefusalChecks, SuiteChecks
+from ._state import Conformance
+from ._suite import Suite, run_suite
+from ._tpot import compare
+
+VARIANT = "default"
+
+
+@pytest.fixture(scope="module")
+def suite(conformance: Conformance) -> Iterator[Suite]:
+    """The default server, started for this module only, and the commands run against it."""
+    with conformance.server(VARIANT) as server:
+        done = run_suite(VARIANT, server, conformance.folder(VARIANT))
+        yield done
+        conformance.record(VARIANT, **figures(done))
+
+
+def figures(suite: Suite) -> dict[str, object]:
+    """The profile's fit errors and wall times, when it wrote one."""
+    out: dict[str, object] = {
+        "profile_wall_s": round(suite.profile.wall_s, 1),
+        "profile_exit": suite.profile.returncode,
+        "trial_wall_s": round(suite.prepare.wall_s + suite.run.wall_s + suite.check.wall_s, 1),
+        "store": str(suite.store),
+    }
+    if suite.store.is_file():
+        profile = suite.profile_doc()
+        for fit in ("prefill_fit", "decode_fit"):
+            doc = profile[fit] or {}
+            out[fit] = {k: doc.get(k) for k in ("mean_rel_error", "worst_rel_error", "worst_point")}
+        out["decode_points"] = [
+            {"x": r["x"], "observed_ms": round(r["observed"] * 1e3, 3)}
+            for r in (profile["decode_fit"] or {}).get("residuals", [])
+        ]
+        out["itl_histogram_vs_stored"] = compare(suite)
+    return out
+
+
+class TestDefault(SuiteChecks, RefusalChecks):
+    """Every protocol truth on the default server."""
+
+    def test_fit_figures_match_the_store(self, suite: Suite) -> None:
+        """The JSON result carries each fit's mean and worst relative error, as the store."""
+        result = suite.profile.json()
+        assert suite.profile.returncode == 0, suite.profile.brief()
+        (fits,) = result["fits"]
+        profile = suite.profile_doc()
+        for side, fit in (("prefill", "prefill_fit"), ("decode", "decode_fit")):
+            for key in ("mean_rel_error", "worst_rel_error"):
+                assert fits[side][key] == pytest.approx(profile[fit][key], rel=1e-12)
+        assert cmd.read_json(suite.sidecar)["format"] == "narwhal.samples"
