@@ -39,11 +39,11 @@ class Done:
     #: Values never to show (the keys in the command's environment).
     secrets: tuple[str, ...] = ()
 
-    def brief(self) -> str:
+    def brief(self, limit: int = 3000) -> str:
         """Exit code and the tail of both outputs (keys redacted), for assertion messages."""
         text = (
             f"$ {' '.join(self.argv)}\nexit {self.returncode} after {self.wall_s:.1f} s\n"
-            f"--- stdout (tail)\n{self.stdout[-3000:]}\n--- stderr (tail)\n{self.stderr[-3000:]}"
+            f"--- stdout (tail)\n{self.stdout[-limit:]}\n--- stderr (tail)\n{self.stderr[-limit:]}"
         )
         for secret in self.secrets:
             text = text.replace(secret, "<redacted key>")

@@ -148,6 +148,15 @@ class Suite:
         return [self.profile, self.prepare, self.run, self.check, *self.extra_done]
 
 
+def write_transcript(suite: Suite) -> Path:
+    """Every command's argv, exit code and outputs (keys redacted) into ``commands.log``."""
+    path = suite.root / "commands.log"
+    text = "\n\n".join(done.brief(limit=1_000_000) for done in suite.outputs())
+    path.write_text(text + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
 def trial_args(server: VllmServer, *args: str) -> list[str]:
     """``--base URL`` plus ``args``."""
     return ["--base", server.url, *args]

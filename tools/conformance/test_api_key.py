@@ -17,7 +17,7 @@ from . import _commands as cmd
 from ._checks import SuiteChecks
 from ._server import SERVED_MODEL
 from ._state import Conformance
-from ._suite import IID, Suite, run_suite
+from ._suite import IID, Suite, run_suite, write_transcript
 
 VARIANT = "api-key"
 #: Named in the fleet file and passed to prepare with --api-key-env.
@@ -50,6 +50,7 @@ def suite(conformance: Conformance, key: str) -> Iterator[Suite]:
         )
         done.extra_done.append(cmd.profile("--fleet", without, "--format", "json"))
         yield done
+        write_transcript(done)
         conformance.record(
             VARIANT,
             profile_exit=done.profile.returncode,

@@ -10,7 +10,7 @@ import pytest
 from . import _commands as cmd
 from ._checks import RefusalChecks, SuiteChecks
 from ._state import Conformance
-from ._suite import Suite, run_suite
+from ._suite import Suite, run_suite, write_transcript
 from ._tpot import compare
 
 VARIANT = "default"
@@ -22,6 +22,7 @@ def suite(conformance: Conformance) -> Iterator[Suite]:
     with conformance.server(VARIANT) as server:
         done = run_suite(VARIANT, server, conformance.folder(VARIANT))
         yield done
+        write_transcript(done)
         conformance.record(VARIANT, **figures(done))
 
 

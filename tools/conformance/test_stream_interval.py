@@ -12,7 +12,7 @@ from . import _commands as cmd
 from . import _tracing as tracing
 from ._checks import RefusalChecks, SuiteChecks, decode_streams
 from ._state import Conformance
-from ._suite import Shape, Suite, run_suite
+from ._suite import Shape, Suite, run_suite, write_transcript
 from ._tpot import compare, per_cohort
 
 VARIANT = "stream-interval-4"
@@ -38,6 +38,7 @@ def suite(conformance: Conformance) -> Iterator[Suite]:
             ids = [s["request_id"] for s in decode_streams(done)] if done.sidecar.is_file() else []
             done.spans = tracing.wait_for_spans(sink.spans_path, ids)
             yield done
+            write_transcript(done)
             figures: dict[str, object] = {
                 "profile_exit": done.profile.returncode,
                 "profile_wall_s": round(done.profile.wall_s, 1),
