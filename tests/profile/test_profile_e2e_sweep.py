@@ -186,9 +186,15 @@ COLOCATED = (
 
 
 def test_colocated_sweep_records_neighbours(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
-    """--colocated loads each target's group peer and records its traffic and the settings."""
-    fleet = sim_factory()
-    done = kit.run("--fleet", fleet.fleet_path, *kit.small_sweep, *COLOCATED)
+    """--colocated loads each target's group peer and records its traffic and the settings.
+
+    The decode cohorts must overlap however slowly a busy machine starts their streams, so this
+    sweep runs at time scale 2 with 160-token streams: each window lasts ~0.4 s of real time (at
+    the suite's time scale 10 with 64 tokens it was ~40 ms, less than a loaded client's start skew).
+    """
+    fleet = sim_factory(time_scale=2.0)
+    sweep = (*kit.prefill_lens, "--decode-input-lens", "512,2048", "--decode-concurrency", "1,4")
+    done = kit.run("--fleet", fleet.fleet_path, *sweep, "--decode-tokens", "160", *COLOCATED)
     assert done.returncode == 0, done.stderr
     store_path, sidecar_path = kit.outputs(fleet)
     profiles = kit.load(store_path)["profiles"]
