@@ -49,16 +49,19 @@ def check_fresh_dir(path: Path, *, holds: tuple[str, ...]) -> bool:
 
 
 def make_private_dir(path: Path, *, holds: tuple[str, ...]) -> None:
-    """Create ``path`` as a 0700 folder, or take over an existing empty one (made 0700).
+    """Create ``path`` as a 0700 folder, or take over an existing empty one (made 0700). Missing
+    parents are created 0700 too, whatever the umask; existing ones are left as they are.
 
     Everything check_fresh_dir refuses is refused here too, and left untouched.
     """
     if check_fresh_dir(path, holds=holds):
         path.chmod(DIR_MODE, follow_symlinks=False)
         return
-    parent = path.parent
-    if not parent.exists():
-        parent.mkdir(parents=True, mode=DIR_MODE)
+    missing = [p for p in reversed(path.parents) if not p.exists()]
+    for folder in missing:
+        with contextlib.suppress(FileExistsError):  # made by someone else meanwhile: not ours
+            folder.mkdir(mode=DIR_MODE)
+            folder.chmod(DIR_MODE, follow_symlinks=False)
     try:
         path.mkdir(mode=DIR_MODE)
     except FileExistsError as exc:
