@@ -16,6 +16,8 @@ import pytest
 
 from narwhal_profile_cli import cli
 from narwhal_sim.testing import SimFleet, start_sim_fleet
+from narwhal_store import sha256_file
+from narwhal_store._paths import pending_sidecar_name
 
 from ..profile._command import ProfileRun, run_profile_command
 
@@ -85,6 +87,15 @@ def copy_store(store: Path, folder: Path, name: str, *, sidecar: bool = True) ->
     if sidecar:
         shutil.copyfile(samples_of(store), samples_of(target))
     return target
+
+
+def interrupt_between_renames(store: Path) -> Path:
+    """Leave ``store`` as a write killed between its two renames does: the sidecar exists only
+    under its pending name. Returns that name's path."""
+    side = samples_of(store)
+    pending = side.with_name(pending_sidecar_name(side.name, sha256_file(side)))
+    side.rename(pending)
+    return pending
 
 
 def load(path: Path) -> Any:
