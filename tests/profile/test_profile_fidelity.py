@@ -1,9 +1,11 @@
 """Fidelity: a sweep of the default simulator preset recovers the simulator's own latency model.
 
-Real time (no time scale), because client overhead would otherwise grow with the scale. Prompt
-lengths start at 4,096 tokens, where the ~1 ms that loopback HTTP adds to every TTFT (more on a
-busy machine: the 1,024 point once read +8.7% while other suites ran) is about 1% of a 100 ms TTFT,
-so the 5% criterion is tested with a margin no CI machine's noise eats. The full default sweep,
+The profile measures wall time (that is the product), so this is the one test that compares wall
+time with the model; it gets its margin by design. Simulated time runs 4x *slower* than real time
+(``--time-scale 0.25``) and prompt lengths start at 4,096 tokens: the shortest TTFT is ~0.4 s of
+real time, so the few to ~10 ms a loaded machine adds to a loopback request (the 4,096 point once
+read +11% in real time with two busy loops on the cores) stay within the 5% criterion. The fits
+are compared with the model in simulated seconds (real seconds x 0.25). The full default sweep,
 256 tokens included, is measured by ``packages/narwhal-profile-cli/bench/sweep_fidelity.py``; its
 figures are in the README.
 """
@@ -22,10 +24,12 @@ from ._command import run_profile_command
 
 pytestmark = pytest.mark.slow
 
+SCALE = 0.25
+
 
 def test_default_preset_sweep_recovers_the_simulator_model(tmp_path: Path) -> None:
     """Prefill fit within 5% of idle TTFT at every length; decode fit within 10% of TPOT."""
-    with start_sim_fleet(tmp_path, [{"iid": "e0", "role": "mixed"}]) as fleet:
+    with start_sim_fleet(tmp_path, [{"iid": "e0", "role": "mixed"}], time_scale=SCALE) as fleet:
         done = run_profile_command(
             "--fleet",
             fleet.fleet_path,
@@ -47,7 +51,7 @@ def test_default_preset_sweep_recovers_the_simulator_model(tmp_path: Path) -> No
     lengths = [int(r["x"][0]) for r in profile["prefill_fit"]["residuals"]]
     assert lengths == [4096, 8192, 12288, 16384]
     for length in lengths:
-        fit = coef["a"] + coef["b"] * length + coef["c"] * length**2
+        fit = (coef["a"] + coef["b"] * length + coef["c"] * length**2) * SCALE
         model = idle_ttft_s(preset, length)
         assert abs(fit - model) / model <= 0.05, (length, fit, model)
 
@@ -55,6 +59,6 @@ def test_default_preset_sweep_recovers_the_simulator_model(tmp_path: Path) -> No
     points = [(int(r["x"][0]), float(r["x"][1])) for r in profile["decode_fit"]["residuals"]]
     assert {n for n, _ in points} == {1, 16}
     for n, ctx in points:
-        fit = dcoef["d0"] + dcoef["d1"] * n + dcoef["d2"] * n * ctx
+        fit = (dcoef["d0"] + dcoef["d1"] * n + dcoef["d2"] * n * ctx) * SCALE
         model = tpot_s(preset, n, ctx)
         assert abs(fit - model) / model <= 0.10, (n, ctx, fit, model)

@@ -24,7 +24,9 @@ from ..profile._command import ProfileRun, run_profile_command
 #: Simulated time runs this much faster than real time.
 TIME_SCALE = 4.0
 
-#: A small sweep: three prefill lengths, two decode input lengths, two concurrencies.
+#: A small sweep: three prefill lengths, two decode input lengths, two concurrencies. 192-token
+#: streams decode for ~0.27 s of real time at time scale 4, so an 8-stream cohort overlaps by design
+#: however late a loaded machine starts its last stream (64 tokens gave ~90 ms).
 SWEEP = (
     "--prefill-lens",
     "256,1024,4096",
@@ -33,7 +35,7 @@ SWEEP = (
     "--decode-concurrency",
     "1,8",
     "--decode-tokens",
-    "64",
+    "192",
 )
 
 #: Two engines sharing one simulated GPU (group g0); each test's fleet file gives them roles.
