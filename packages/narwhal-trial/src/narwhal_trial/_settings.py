@@ -14,6 +14,14 @@ from narwhal_trial._errors import TrialUsageError
 
 RUN_FILES = ("manifest.json", "requests.jsonl", "summary.json")
 
+# Bounds of run's values (README "Bounds"), checked before anything is touched: request bodies are
+# encoded up front (~50 kB each at 8,192 input tokens), every in-flight request holds a socket,
+# and a schedule must end within a day.
+MAX_REQUESTS = 100_000
+MAX_RATE = 10_000.0
+MAX_SCHEDULE_S = 86_400.0
+MAX_IN_FLIGHT = 4096
+
 TransportChoice = Literal["auto", "httpx", "raw"]
 """``--transport``: ``auto`` is the raw HTTP/1.1 transport for an ``http://`` base and httpx for
 ``https://`` (the raw transport has no TLS)."""
@@ -47,13 +55,22 @@ class RunSettings:
             raise TrialUsageError(f"--base must be an http(s) URL, got {self.base_url!r}")
         checks = [
             (
-                math.isfinite(self.rate) and self.rate > 0,
-                f"--rate must be positive, got {self.rate}",
+                math.isfinite(self.rate) and 0 < self.rate <= MAX_RATE,
+                f"--rate must be positive and at most {MAX_RATE:g} per second, got {self.rate}",
             ),
-            (self.requests >= 1, f"--requests must be at least 1, got {self.requests}"),
             (
-                self.max_in_flight >= 1,
-                f"--max-in-flight must be at least 1, got {self.max_in_flight}",
+                1 <= self.requests <= MAX_REQUESTS,
+                f"--requests must be from 1 to {MAX_REQUESTS}, got {self.requests}",
+            ),
+            (
+                not (self.rate > 0) or (self.requests - 1) / self.rate <= MAX_SCHEDULE_S,
+                f"--requests {self.requests} at --rate {self.rate:g} would offer for "
+                f"{(self.requests - 1) / self.rate if self.rate > 0 else 0:.0f} s; the schedule "
+                f"must end within {MAX_SCHEDULE_S:.0f} s (a day)",
+            ),
+            (
+                1 <= self.max_in_flight <= MAX_IN_FLIGHT,
+                f"--max-in-flight must be from 1 to {MAX_IN_FLIGHT}, got {self.max_in_flight}",
             ),
             (
                 math.isfinite(self.max_lag_s) and self.max_lag_s >= 0,

@@ -102,9 +102,14 @@ def run(
     ctx: typer.Context,
     base: BaseOpt,
     workload: Annotated[Path, typer.Option("--workload", help="workload.json from prepare.")],
-    rate: Annotated[float, typer.Option("--rate", help="Offered requests per second.")],
+    rate: Annotated[
+        float, typer.Option("--rate", help="Offered requests per second (at most 10000).")
+    ],
     requests: Annotated[
-        int, typer.Option("--requests", help="Offers; all count in the denominator.")
+        int,
+        typer.Option(
+            "--requests", help="Offers, 1 to 100000 within a day; all count in the denominator."
+        ),
     ],
     ttft: Annotated[str, typer.Option("--ttft", help="TTFT bound, seconds.")],
     tpot: Annotated[str, typer.Option("--tpot", help="TPOT bound, seconds.")],
@@ -113,7 +118,8 @@ def run(
     max_in_flight: Annotated[
         int,
         typer.Option(
-            "--max-in-flight", help="Offers due while this many are in flight are misses."
+            "--max-in-flight",
+            help="Offers due while this many are in flight are misses (1 to 4096).",
         ),
     ] = 64,
     max_lag: Annotated[
