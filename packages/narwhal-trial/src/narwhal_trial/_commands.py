@@ -15,7 +15,7 @@ from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
 from narwhal_trial._prepare import build_workload
 from narwhal_trial._reconcile import read_journal, read_requests, reconcile
 from narwhal_trial._records import Summary
-from narwhal_trial._settings import RunSettings
+from narwhal_trial._settings import RunSettings, check_base_url
 from narwhal_trial._workload import workload_bytes
 
 WORKLOAD_FILE = "workload.json"
@@ -30,7 +30,9 @@ def fail(prog: str, error: TrialError) -> int:
 def prepare_command(
     *, base: str, input_tokens: int, output_tokens: int, seed: int, out: Path, model: str | None
 ) -> Path:
-    """Build and write ``OUT/workload.json``; returns its path. Raises TrialError."""
+    """Build and write ``OUT/workload.json``; returns its path. Raises TrialError. The URL and the
+    destination are checked before the engine is contacted."""
+    check_base_url(base)
     check_fresh_dir(out, holds=(WORKLOAD_FILE,))
 
     async def build() -> bytes:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from narwhal_engine_client import StreamTransport
 from narwhal_trial._drain import DEFAULT_GAUGES
@@ -25,6 +27,28 @@ MAX_IN_FLIGHT = 4096
 TransportChoice = Literal["auto", "httpx", "raw"]
 """``--transport``: ``auto`` is the raw HTTP/1.1 transport for an ``http://`` base and httpx for
 ``https://`` (the raw transport has no TLS)."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password in its user info replaced by ``***`` (for messages)."""
+    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", url)
+
+
+def check_base_url(url: str) -> None:
+    """Refuse (TrialUsageError, exit 2) a ``--base`` that is not an ``http(s)://HOST[:PORT]`` URL;
+    the message never shows a password."""
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise TrialUsageError(f"--base {shown!r}: not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise TrialUsageError(f"--base must be an http:// or https:// URL, got {shown!r}")
+    if not parts.hostname:
+        raise TrialUsageError(f"--base {shown!r} has no host")
+    if port == 0:
+        raise TrialUsageError(f"--base {shown!r} has port 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +75,7 @@ class RunSettings:
 
     def validate(self) -> None:
         """Raise TrialUsageError (exit 2) for a value the run cannot use."""
-        if not self.base_url.startswith(("http://", "https://")):
-            raise TrialUsageError(f"--base must be an http(s) URL, got {self.base_url!r}")
+        check_base_url(self.base_url)
         checks = [
             (
                 math.isfinite(self.rate) and 0 < self.rate <= MAX_RATE,
@@ -91,7 +114,8 @@ class RunSettings:
             ),
             (
                 self.transport != "raw" or self.base_url.startswith("http://"),
-                f"--transport raw needs an http:// --base (it has no TLS), got {self.base_url!r}",
+                "--transport raw needs an http:// --base (it has no TLS), got "
+                f"{redact_url(self.base_url)!r}",
             ),
         ]
         for ok, message in checks:

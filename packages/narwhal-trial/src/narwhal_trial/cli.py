@@ -237,4 +237,19 @@ def main(argv: list[str] | None = None, *, launcher: Path | None = None) -> None
     prog = launcher.name if launcher is not None else Path(sys.argv[0]).name or "narwhal-trial"
     command = (sys.executable, sys.argv[0], *args) if argv is None else ("narwhal-trial", *args)
     inv = _Invocation(prog=prog, argv=command, launcher=launcher)
-    _app()(args=args, prog_name=prog, obj=inv)
+    sys.exit(_invoke(args or ["--help"], prog, inv))
+
+
+def _invoke(args: list[str], prog: str, inv: _Invocation) -> int:
+    """Run the typer app; a usage error typer finds itself (unknown option, missing value, bad
+    type) is one ``PROG: error: ...`` line and exit 2, never click's usage block."""
+    command = typer.main.get_command(_app())
+    try:
+        code = command.main(args=args, prog_name=prog, obj=inv, standalone_mode=False)
+    except typer.TyperException as exc:
+        message = " ".join(exc.format_message().split())
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return 2
+    except typer.Abort:
+        return 130
+    return code if isinstance(code, int) else 0
