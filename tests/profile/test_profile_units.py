@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 from pathlib import Path
 
@@ -103,6 +104,31 @@ def _watch(observations: list[Observation]) -> MetricsWatch:
     watch = MetricsWatch(client=None, clock_ns=lambda: 0)  # type: ignore[arg-type]
     watch.observations.extend(observations)
     return watch
+
+
+def test_ctrl_c_while_the_metrics_watch_closes_is_not_swallowed() -> None:
+    """A cancellation (Ctrl-C) that reaches the sweep while the watch stops its poller goes on;
+    swallowing it let a loaded machine's sweep run to the end and exit 0 after Ctrl-C."""
+
+    async def scenario() -> bool:
+        watch = _watch([])
+
+        async def poller() -> None:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.01)  # dies slowly, as a poller mid-request does
+                raise
+
+        watch._task = asyncio.create_task(poller())
+        await asyncio.sleep(0)
+        closing = asyncio.create_task(watch.__aexit__(RuntimeError, RuntimeError("x"), None))
+        await asyncio.sleep(0)  # closing now awaits the poller
+        closing.cancel()
+        await asyncio.gather(closing, return_exceptions=True)
+        return closing.cancelled()
+
+    assert asyncio.run(scenario())
 
 
 def test_metrics_verdicts_look_inside_the_window() -> None:

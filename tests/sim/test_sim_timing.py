@@ -158,12 +158,17 @@ async def test_http_engine_is_never_faster_than_its_model(tmp_path: Path) -> Non
 async def test_kv_budget_shows_waiting_requests_in_metrics(tmp_path: Path) -> None:
     """With the KV budget exhausted, vllm:num_requests_waiting shows the request that waits.
 
-    At time scale 0.1 each 400-token stream lasts 8 s, so the three overlap by design however
-    slowly the machine starts them; the streams are cancelled once the gauges have been read.
+    At time scale 0.05 each 400-token stream lasts 16 s, so the three overlap by design however
+    slowly the machine starts them; the streams are cancelled once the gauges have been read. A
+    request also counts as waiting during its API overhead (~40 ms here), so the gauges are read
+    again half a second after all three arrived and two run: the third still waits, for KV.
     """
     cfg = sim_config({"preset": "tiny", "kv_cache_tokens": 4096, "max_model_len": 4096})
     with start_sim_fleet(
-        tmp_path, [{"iid": "small", "role": "mixed", "model": "m"}], sim_config=cfg, time_scale=0.1
+        tmp_path,
+        [{"iid": "small", "role": "mixed", "model": "m"}],
+        sim_config=cfg,
+        time_scale=0.05,
     ) as fleet:
         async with EngineClient(fleet.urls["small"]) as client:
             tasks = [
@@ -175,15 +180,21 @@ async def test_kv_budget_shows_waiting_requests_in_metrics(tmp_path: Path) -> No
                 )
                 for k in range(3)
             ]
-            waiting = running = 0.0
+            waiting = running = most_running = 0.0
             for _ in range(600):  # a bound on the loop, not a timed assertion
                 await asyncio.sleep(0.05)
                 snap = await client.metrics()
                 waiting = snap.value("vllm:num_requests_waiting") or 0.0
                 running = snap.value("vllm:num_requests_running") or 0.0
-                if waiting + running >= 3:
+                most_running = max(most_running, running)
+                if running >= 2 and waiting + running >= 3:
                     break
+            await asyncio.sleep(0.5)
+            snap = await client.metrics()
+            waiting = snap.value("vllm:num_requests_waiting") or 0.0
+            running = snap.value("vllm:num_requests_running") or 0.0
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
     assert (waiting, running) == (1.0, 2.0)
+    assert most_running == 2.0

@@ -8,7 +8,6 @@ happened inside its decode window.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -97,8 +96,13 @@ class MetricsWatch:
     ) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await self._task
+            except asyncio.CancelledError:
+                # the poller's own cancellation ends here; one aimed at us (Ctrl-C) goes on
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
         if exc_type is None:
             await self._read()
 
