@@ -43,6 +43,11 @@ def check_base_url(url: str) -> None:
         port = parts.port
     except ValueError as exc:
         raise TrialUsageError(f"--base {shown!r}: not a valid URL ({exc})") from None
+    if "@" in parts.netloc:  # never echoed, and never sent where records could keep it
+        raise TrialUsageError(
+            "--base must not hold credentials (user:password@); pass the key in an environment "
+            "variable instead"
+        )
     if parts.scheme not in ("http", "https"):
         raise TrialUsageError(f"--base must be an http:// or https:// URL, got {shown!r}")
     if not parts.hostname:
