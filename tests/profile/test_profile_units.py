@@ -139,6 +139,8 @@ def test_metrics_verdicts_look_inside_the_window() -> None:
     assert _watch(ramp).problems(10, 90) == []  # queued before the window opened
     waiting = [*quiet, Observation(60, 2.0, 4.0, 0.5, 0.0)]
     assert "2 waiting request(s)" in _watch(waiting).problems(10, 90)[0]
+    late = [*quiet, Observation(30, 3.0, 1.0, 0.1, 0.0, sent_ns=5)]  # asked before, read late
+    assert _watch(late).problems(10, 90) == []
     full = [*quiet, Observation(60, 0.0, 4.0, 1.0, 0.0)]
     assert "KV cache was exhausted" in _watch(full).problems(10, 90)[0]
     preempted = [Observation(0, 0.0, 0.0, 0.0, 1.0), Observation(200, 0.0, 0.0, 0.0, 3.0)]
