@@ -47,16 +47,7 @@ from narwhal_store import (
     write_store,
 )
 
-_SWEEP = (
-    "--prefill-lens",
-    "256,1024,4096",
-    "--decode-input-lens",
-    "512,2048",
-    "--decode-concurrency",
-    "1,8",
-    "--decode-tokens",
-    "64",
-)
+_SWEEP = ("--prefill-lens", "256,1024,4096", "--decode-input-lens", "512,2048")
 
 
 def _template(workdir: Path) -> Path:
