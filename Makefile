@@ -10,7 +10,7 @@ VENV := .venv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 
-.PHONY: help setup lint format typecheck pytest test conformance build demo bench bench-clients clean
+.PHONY: help setup lint format typecheck pytest test conformance build demo bench bench-clients bench-kill clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,6 +51,9 @@ bench: setup ## Benchmarks (not part of `make test`): simulator overhead and tri
 
 bench-clients: setup ## narwhal-trial vs AIPerf 0.13.0 vs guidellm 0.8.1 (throwaway venvs in .bench-venvs/; not in `make test`; BENCH_ARGS=--quick for a smoke run)
 	$(VENV)/bin/python bench/bench_clients.py $(BENCH_ARGS)
+
+bench-kill: setup ## Kill store writers mid-write (SIGKILL, 220 trials; not in `make test`): 0 corrupt, 0 unrecoverable, 0 leftovers
+	$(VENV)/bin/python bench/store_kill_loop.py --trials 220
 
 build: setup ## Build every package's sdist and wheel into dist/
 	$(UV) build --all-packages --quiet

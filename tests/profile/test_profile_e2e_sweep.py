@@ -23,8 +23,11 @@ def _keys(store: dict[str, Any]) -> list[str]:
 
 
 def test_default_sweep_of_two_engines(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
-    """With default options the command writes one verified profile per engine and exits 0."""
-    fleet = sim_factory()
+    """With default options the command writes one verified profile per engine and exits 0.
+
+    The defaults fix 64-token streams, so the fleet runs at time scale 2: a 4-stream cohort then
+    decodes for ~0.17 s of real time, longer than a loaded machine's start skew."""
+    fleet = sim_factory(time_scale=2.0)
     done = kit.run("--fleet", fleet.fleet_path)
     store_path, sidecar_path = kit.outputs(fleet)
     assert done.returncode == 0, done.stderr
@@ -55,9 +58,9 @@ def test_default_sweep_of_two_engines(kit: Kit, sim_factory: Callable[..., SimFl
         request_ids = [r for s in entry["prefill_samples"] for r in s["request_ids"]]
         assert len(set(request_ids)) == len(request_ids)
     # Not a terminal: no progress. Only warnings: one line per engine that had decode points left
-    # out of its fit (at this time scale the 48-stream cohorts may not overlap), naming each one,
-    # and (the simulator at ten times real speed cannot keep its sub-millisecond steps on a busy
-    # machine) decode-fit and bursty-delivery warnings, each naming its engine.
+    # out of its fit (48-stream cohorts may not overlap on a loaded machine), naming each one,
+    # and (the time-scaled simulator cannot keep its short steps on a busy machine) decode-fit
+    # and bursty-delivery warnings, each naming its engine.
     lines = done.stderr.splitlines()
     assert all(line.startswith("narwhal-profile: warning: g0.") for line in lines), done.stderr
     decode_fit = {p["key"]["engine"]: p["decode_fit"] for p in kit.load(store_path)["profiles"]}
@@ -211,9 +214,15 @@ COLOCATED = (
 
 
 def test_colocated_sweep_records_neighbours(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
-    """--colocated loads each target's group peer and records its traffic and the settings."""
-    fleet = sim_factory()
-    done = kit.run("--fleet", fleet.fleet_path, *kit.small_sweep, *COLOCATED)
+    """--colocated loads each target's group peer and records its traffic and the settings.
+
+    The decode cohorts must overlap however slowly a busy machine starts their streams, so this
+    sweep runs at time scale 2 with 160-token streams: each window lasts ~0.4 s of real time (at
+    the suite's time scale 10 with 64 tokens it was ~40 ms, less than a loaded client's start skew).
+    """
+    fleet = sim_factory(time_scale=2.0)
+    sweep = (*kit.prefill_lens, "--decode-input-lens", "512,2048", "--decode-concurrency", "1,4")
+    done = kit.run("--fleet", fleet.fleet_path, *sweep, "--decode-tokens", "160", *COLOCATED)
     assert done.returncode == 0, done.stderr
     store_path, sidecar_path = kit.outputs(fleet)
     profiles = kit.load(store_path)["profiles"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 from pathlib import Path
 
@@ -111,6 +112,31 @@ def _watch(observations: list[Observation]) -> MetricsWatch:
     return watch
 
 
+def test_ctrl_c_while_the_metrics_watch_closes_is_not_swallowed() -> None:
+    """A cancellation (Ctrl-C) that reaches the sweep while the watch stops its poller goes on;
+    swallowing it let a loaded machine's sweep run to the end and exit 0 after Ctrl-C."""
+
+    async def scenario() -> bool:
+        watch = _watch([])
+
+        async def poller() -> None:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.01)  # dies slowly, as a poller mid-request does
+                raise
+
+        watch._task = asyncio.create_task(poller())
+        await asyncio.sleep(0)
+        closing = asyncio.create_task(watch.__aexit__(RuntimeError, RuntimeError("x"), None))
+        await asyncio.sleep(0)  # closing now awaits the poller
+        closing.cancel()
+        await asyncio.gather(closing, return_exceptions=True)
+        return closing.cancelled()
+
+    assert asyncio.run(scenario())
+
+
 def test_metrics_verdicts_look_inside_the_window() -> None:
     """Waiting requests or a full KV cache count only inside the window; preemptions anywhere."""
     quiet = [Observation(t, 0.0, 4.0, 0.2, 0.0) for t in (0, 50, 100)]
@@ -119,6 +145,8 @@ def test_metrics_verdicts_look_inside_the_window() -> None:
     assert _watch(ramp).problems(10, 90) == []  # queued before the window opened
     waiting = [*quiet, Observation(60, 2.0, 4.0, 0.5, 0.0)]
     assert "2 waiting request(s)" in _watch(waiting).problems(10, 90)[0]
+    late = [*quiet, Observation(30, 3.0, 1.0, 0.1, 0.0, sent_ns=5)]  # asked before, read late
+    assert _watch(late).problems(10, 90) == []
     full = [*quiet, Observation(60, 0.0, 4.0, 1.0, 0.0)]
     assert "KV cache was exhausted" in _watch(full).problems(10, 90)[0]
     preempted = [Observation(0, 0.0, 0.0, 0.0, 1.0), Observation(200, 0.0, 0.0, 0.0, 3.0)]

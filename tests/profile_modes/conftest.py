@@ -16,13 +16,17 @@ import pytest
 
 from narwhal_profile_cli import cli
 from narwhal_sim.testing import SimFleet, start_sim_fleet
+from narwhal_store import sha256_file
+from narwhal_store._paths import pending_sidecar_name
 
 from ..profile._command import ProfileRun, run_profile_command
 
 #: Simulated time runs this much faster than real time.
 TIME_SCALE = 4.0
 
-#: A small sweep: three prefill lengths, two decode input lengths, two concurrencies.
+#: A small sweep: three prefill lengths, two decode input lengths, two concurrencies. 192-token
+#: streams decode for ~0.27 s of real time at time scale 4, so an 8-stream cohort overlaps by design
+#: however late a loaded machine starts its last stream (64 tokens gave ~90 ms).
 SWEEP = (
     "--prefill-lens",
     "256,1024,4096",
@@ -31,7 +35,7 @@ SWEEP = (
     "--decode-concurrency",
     "1,8",
     "--decode-tokens",
-    "64",
+    "192",
 )
 
 #: Two engines sharing one simulated GPU (group g0); each test's fleet file gives them roles.
@@ -85,6 +89,15 @@ def copy_store(store: Path, folder: Path, name: str, *, sidecar: bool = True) ->
     if sidecar:
         shutil.copyfile(samples_of(store), samples_of(target))
     return target
+
+
+def interrupt_between_renames(store: Path) -> Path:
+    """Leave ``store`` as a write killed between its two renames does: the sidecar exists only
+    under its pending name. Returns that name's path."""
+    side = samples_of(store)
+    pending = side.with_name(pending_sidecar_name(side.name, sha256_file(side)))
+    side.rename(pending)
+    return pending
 
 
 def load(path: Path) -> Any:

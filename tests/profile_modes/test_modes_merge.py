@@ -14,6 +14,7 @@ from .conftest import (
     Measured,
     ProfileRun,
     copy_store,
+    interrupt_between_renames,
     load,
     run_in_process,
     run_profile_command,
@@ -176,3 +177,16 @@ def test_refit_of_a_merged_store(measured: Measured, tmp_path: Path) -> None:
     assert [p["prefill_fit"] for p in load(out)["profiles"]] == before
     sources = load(samples_of(out))["sources"]
     assert {s["path"] for s in sources} == {str(merged), str(samples_of(merged))}
+
+
+def test_merge_finishes_an_interrupted_write_of_an_input(
+    measured: Measured, tmp_path: Path
+) -> None:
+    """An input whose sidecar exists only under its pending name is finished, then merged."""
+    store = copy_store(measured.store_b, tmp_path / "in", "b.json")
+    pending = interrupt_between_renames(store)
+    out = tmp_path / "out.json"
+    done = _merge(measured.fleet_a, [measured.store_a, store], out)
+    assert done.returncode == 0, done.stderr
+    assert samples_of(store).is_file() and not pending.exists()
+    assert read_store(out).store.mode == "merge"

@@ -20,6 +20,7 @@ from .conftest import (
     Measured,
     ProfileRun,
     copy_store,
+    interrupt_between_renames,
     load,
     run_in_process,
     run_profile_command,
@@ -196,3 +197,22 @@ def test_refit_refuses_symlinked_out(measured: Measured, tmp_path: Path, which: 
     assert done.returncode == 2
     assert "symlink" in done.stderr
     assert not target.exists()
+
+
+def test_refit_finishes_an_interrupted_write_of_its_input(
+    measured: Measured, tmp_path: Path
+) -> None:
+    """A sidecar that exists only under its pending name (a write killed between its renames) is
+    renamed into place, then refitted; the new sidecar records the usual sidecar path."""
+    store = copy_store(measured.store_a, tmp_path / "in", "a.json")
+    side = samples_of(store)
+    digest = hashlib.sha256(side.read_bytes()).hexdigest()
+    pending = interrupt_between_renames(store)
+    out = tmp_path / "refitted.json"
+    done = _refit(measured.fleet_a, side, out)
+    assert done.returncode == 0, done.stderr
+    assert side.is_file() and not pending.exists()
+    assert {"kind": "samples", "path": str(side), "sha256": digest} in load(samples_of(out))[
+        "sources"
+    ]
+    assert read_store(out).store.mode == "refit"

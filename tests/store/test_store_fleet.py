@@ -157,6 +157,24 @@ def test_bad_role_message_shows_the_value(tmp_path: Path, fleet_doc: dict[str, A
     )
 
 
+def test_every_error_is_listed_once(tmp_path: Path, fleet_doc: dict[str, Any]) -> None:
+    """All errors of a fleet file are in the one message, in document order, each value once."""
+    fleet_doc["format_version"] = 2
+    fleet_doc["engines"][0]["url"] = "ftp://x:1"
+    fleet_doc["engines"][1]["role"] = "boss"
+    fleet_doc["engines"][2]["extra"] = 1
+    path = _write(tmp_path / "fleet.json", fleet_doc)
+    with pytest.raises(FormatError) as caught:
+        load_fleet(path)
+    assert caught.value.json_path == "format_version"
+    assert str(caught.value) == (
+        f"{path}: format_version: Input should be 1 (got 2); "
+        "engines[0].url: URL must start with http:// or https:// (got 'ftp://x:1'); "
+        "engines[1].role: Input should be 'prefill', 'decode' or 'mixed' (got 'boss'); "
+        "engines[2].extra: unknown key (not allowed here)"
+    )
+
+
 def test_invalid_json_and_missing_file_name_the_file(tmp_path: Path) -> None:
     """Unreadable or non-JSON files are FormatErrors (also ValueErrors) naming the file."""
     broken = tmp_path / "broken.json"

@@ -17,6 +17,7 @@ from narwhal_store import (
     IntegrityError,
     StoreError,
     check_destination,
+    finish_pending,
     read_store,
     samples_digest,
     sha256_file,
@@ -292,3 +293,47 @@ def test_fresh_write_crash_before_commit_allows_a_retry(
     check_destination(path, mode="fresh")
     write_store(path, *make_pair(), mode="fresh")
     assert read_store(path).store.mode == "live"
+
+
+def test_a_write_removes_stale_temporary_files_of_its_own_store(
+    tmp_path: Path, make_pair: PairFactory
+) -> None:
+    """Temporary files and pending sidecars that killed writes of this store left behind are
+    removed by its next write; files of other stores and other hidden files are not touched."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    path = folder / "p.json"
+    ours = [
+        ".p.json.0123456789ab.tmp",
+        ".p.samples.json.ba9876543210.tmp",
+        ".p.samples.json.0123456789abcdef.pending",
+    ]
+    theirs = [".q.json.0123456789ab.tmp", ".p.json.notes", ".p.json.0123.tmp", "p.json.tmp"]
+    for name in ours + theirs:
+        (folder / name).write_bytes(b"partial")
+    write_store(path, *make_pair(), mode="fresh")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["p.json", "p.samples.json", *theirs])
+    for name in ours:
+        (folder / name).write_bytes(b"partial")
+    write_store(path, *make_pair(start=2.0), mode="replace")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["p.json", "p.samples.json", *theirs])
+
+
+def test_finish_pending_completes_an_interrupted_write(
+    tmp_path: Path, make_pair: PairFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write killed between its two renames is finished by finish_pending: the pending sidecar
+    becomes X.samples.json, nothing hidden is left, and a second call has nothing to do."""
+    folder = tmp_path / "out"
+    path = folder / "p.json"
+    calls = _crash_on(monkeypatch, 3, names=("link", "replace"))  # pending, store, then sidecar
+    with _raises_crash():
+        write_store(path, *make_pair(start=2.0), mode="fresh")
+    monkeypatch.undo()
+    assert [name for name, _ in calls] == ["replace", "link", "link"]
+    assert not sidecar_path(path).exists() and read_store(path).recovered
+    assert finish_pending(path) is True
+    assert _hidden(folder) == []
+    loaded = read_store(path)
+    assert not loaded.recovered and loaded.sidecar_path == sidecar_path(path)
+    assert finish_pending(path) is False

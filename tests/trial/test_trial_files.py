@@ -32,6 +32,22 @@ def test_new_folder_and_files_are_private(tmp_path: Path) -> None:
         create_exclusive(out / "requests.jsonl")
 
 
+@pytest.mark.parametrize("umask", [0o000, 0o022])
+def test_missing_parents_are_private_too(tmp_path: Path, umask: int) -> None:
+    """Every folder the trial creates is 0700, intermediate parents included; an existing parent
+    keeps its mode."""
+    tmp_path.chmod(0o755)
+    out = tmp_path / "runs" / "2026" / "load-trial" / "rate-1"
+    old = os.umask(umask)
+    try:
+        make_private_dir(out, holds=HOLDS)
+    finally:
+        os.umask(old)
+    for folder in (out, *list(out.parents)[:3]):
+        assert _mode(folder) == 0o700, folder
+    assert _mode(tmp_path) == 0o755
+
+
 def test_existing_results_symlinks_and_files_are_refused(tmp_path: Path) -> None:
     """A folder holding a run, a symlink or a plain file is refused and left as it was."""
     out = tmp_path / "rate-1"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -28,22 +29,11 @@ pytestmark = pytest.mark.slow
 STALL_S = 0.2
 
 
-@pytest.mark.parametrize("transport", ["raw", "httpx"])
-def test_offers_stalled_before_the_wire_are_misses_not_late_sends(
-    shared_fleet: SimFleet,
-    tiny_workload: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    transport: str,
+def _stall_before_the_wire(
+    monkeypatch: pytest.MonkeyPatch, transport: str, stalls: Callable[[str], bool]
 ) -> None:
-    """Offers 1, 3, 5, 7 and 9 stall 200 ms on their way to the wire: each is recorded as a lag
-    miss, unsent, and never reaches the router; every sent offer left within the lag limit."""
+    """Offers whose request id ``stalls`` wait STALL_S after the pacer released them."""
     current: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
-
-    def stalls(request_id: str) -> bool:  # offers are <run id>-<6-digit sequence>
-        tail = request_id.rpartition("-")[2]
-        return tail.isdigit() and int(tail) % 2 == 1
-
     if transport == "raw":  # stall while waiting for a connection, after the pacer let it go
         stream, acquire = RawStreamPool.stream, RawStreamPool._acquire
 
@@ -67,11 +57,18 @@ def test_offers_stalled_before_the_wire_are_misses_not_late_sends(
             return await handle(self, request)
 
         monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", slow_handle)
-    before = set(journal_ids(shared_fleet))
-    out = tmp_path / "run"
-    settings = RunSettings(
-        base_url=str(shared_fleet.router_url),
-        workload_path=tiny_workload,
+
+
+def _offer_number(request_id: str) -> int | None:
+    """Offers are <run id>-<6-digit sequence>; the warm-up is not an offer."""
+    tail = request_id.rpartition("-")[2]
+    return int(tail) if tail.isdigit() else None
+
+
+def _settings(fleet: SimFleet, workload: Path, out: Path, transport: str, **kw: Any) -> RunSettings:
+    return RunSettings(
+        base_url=str(fleet.router_url),
+        workload_path=workload,
         rate=20.0,
         requests=10,
         ttft_s=Decimal(2),
@@ -80,8 +77,29 @@ def test_offers_stalled_before_the_wire_are_misses_not_late_sends(
         out=out,
         max_lag_s=0.05,
         transport=transport,  # type: ignore[arg-type]
+        **kw,
     )
-    summary = run_trial(settings)
+
+
+@pytest.mark.parametrize("transport", ["raw", "httpx"])
+def test_offers_stalled_before_the_wire_are_misses_not_late_sends(
+    shared_fleet: SimFleet,
+    tiny_workload: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    transport: str,
+) -> None:
+    """Offers 1, 3, 5, 7 and 9 stall 200 ms on their way to the wire: each is recorded as a lag
+    miss, unsent, and never reaches the router; every sent offer left within the lag limit."""
+
+    def stalls(request_id: str) -> bool:
+        n = _offer_number(request_id)
+        return n is not None and n % 2 == 1
+
+    _stall_before_the_wire(monkeypatch, transport, stalls)
+    before = set(journal_ids(shared_fleet))
+    out = tmp_path / "run"
+    summary = run_trial(_settings(shared_fleet, tiny_workload, out, transport))
     _, records, doc = read_run(out)
     by_seq = {r["sequence"]: r for r in records}
     assert sorted(by_seq) == list(range(10))
@@ -96,7 +114,38 @@ def test_offers_stalled_before_the_wire_are_misses_not_late_sends(
     assert not summary.client_schedule_valid and not doc["client_schedule_valid"]
     assert doc["schedule_misses"]["lag"] >= len(stalled_offers)
     assert summary.exit_code == 2
+    assert 1 <= doc["max_in_flight"] <= len(sent)  # refused offers were never in flight
     wait_for(lambda: len(set(journal_ids(shared_fleet)) - before) >= len(sent) + 1, what="journal")
     reached = set(journal_ids(shared_fleet)) - before
     assert {by_seq[n]["request_id"] for n in stalled_offers}.isdisjoint(reached)
     assert {r["request_id"] for r in sent} <= reached
+
+
+@pytest.mark.parametrize("transport", ["raw", "httpx"])
+def test_offers_refused_for_lag_are_never_in_flight_nor_cap_misses(
+    shared_fleet: SimFleet,
+    tiny_workload: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    transport: str,
+) -> None:
+    """Every offer stalls 200 ms before the wire (4 times the lag limit, 4 offer intervals): none is
+    written, so none is ever in flight, and with --max-in-flight 2 none is blamed on the cap.
+
+    (Counting dispatched offers as in flight, the stalled ones reached 4 and offers from the third
+    on were recorded as in_flight_cap misses, although their real fault was lag.)"""
+    _stall_before_the_wire(monkeypatch, transport, lambda rid: _offer_number(rid) is not None)
+    before = set(journal_ids(shared_fleet))
+    out = tmp_path / "run"
+    summary = run_trial(_settings(shared_fleet, tiny_workload, out, transport, max_in_flight=2))
+    _, records, doc = read_run(out)
+    assert sorted(r["sequence"] for r in records) == list(range(10))
+    for rec in records:
+        assert rec["status"] == "client_schedule_miss" and rec["miss_reason"] == "lag", rec
+        assert not rec["sent"] and rec["in_flight"] <= 1
+    assert doc["sent"] == 0 and doc["max_in_flight"] == 0
+    assert doc["schedule_misses"] == {"in_flight_cap": 0, "lag": 10}
+    assert summary.exit_code == 2 and not summary.client_schedule_valid
+    wait_for(lambda: len(set(journal_ids(shared_fleet)) - before) >= 1, what="warm-up in journal")
+    reached = set(journal_ids(shared_fleet)) - before
+    assert not {r["request_id"] for r in records} & reached

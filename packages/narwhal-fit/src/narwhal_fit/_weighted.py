@@ -6,7 +6,6 @@ from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import nnls
 
 from ._errors import FitConvergenceError
 
@@ -31,6 +30,10 @@ def nnls_relative(design: NDArray[np.float64], y: NDArray[np.float64]) -> NDArra
     norms = np.linalg.norm(weighted, axis=0)
     active = norms > 0.0
     scaled = weighted[:, active] / norms[active]
+    # scipy is imported here, not with the module: it costs ~1 s of start-up that every command
+    # importing narwhal_fit (narwhal-profile, also for a usage error) would pay before any fit
+    from scipy.optimize import nnls
+
     try:
         solution, _ = nnls(scaled, np.ones(y.shape[0]), maxiter=100 * design.shape[1])
     except RuntimeError as exc:

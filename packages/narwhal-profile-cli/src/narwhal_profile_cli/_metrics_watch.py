@@ -8,7 +8,6 @@ happened inside its decode window.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -26,13 +25,22 @@ KV_EXHAUSTED = 0.99
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """One ``/metrics`` reading."""
+    """One ``/metrics`` reading: ``t_ns`` when the answer arrived, ``sent_ns`` when it was asked
+    for (the engine sampled its gauges in between; None: not known, ``t_ns`` stands for both)."""
 
     t_ns: int
     waiting: float | None
     running: float | None
     kv_usage: float | None
     preemptions: float | None
+    sent_ns: int | None = None
+
+    def within(self, start_ns: int, end_ns: int) -> bool:
+        """Certainly sampled inside ``[start_ns, end_ns]``: asked for after the start, answered
+        before the end (a reading asked for before the window but read late, on a busy client,
+        shows the engine before the window)."""
+        asked = self.t_ns if self.sent_ns is None else self.sent_ns
+        return start_ns <= asked and self.t_ns <= end_ns
 
 
 def _max(snapshot: MetricsSnapshot, name: str) -> float | None:
@@ -43,7 +51,7 @@ def _max(snapshot: MetricsSnapshot, name: str) -> float | None:
     return max(sample.value for sample in family.samples)
 
 
-def observe(snapshot: MetricsSnapshot, t_ns: int) -> Observation:
+def observe(snapshot: MetricsSnapshot, t_ns: int, sent_ns: int | None = None) -> Observation:
     """The gauges this module cares about, from one snapshot (counts summed, usage maximal)."""
     return Observation(
         t_ns=t_ns,
@@ -51,6 +59,7 @@ def observe(snapshot: MetricsSnapshot, t_ns: int) -> Observation:
         running=snapshot.sum(RUNNING),
         kv_usage=_max(snapshot, KV_USAGE),
         preemptions=_counter(snapshot, PREEMPTIONS),
+        sent_ns=sent_ns,
     )
 
 
@@ -72,12 +81,13 @@ class MetricsWatch:
     _task: asyncio.Task[None] | None = None
 
     async def _read(self) -> None:
+        sent = self.clock_ns()
         try:
             snapshot = await self.client.metrics()
         except EngineClientError as exc:
             self.errors.append(str(exc))
             return
-        self.observations.append(observe(snapshot, self.clock_ns()))
+        self.observations.append(observe(snapshot, self.clock_ns(), sent))
 
     async def _poll(self) -> None:
         while True:
@@ -97,8 +107,13 @@ class MetricsWatch:
     ) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await self._task
+            except asyncio.CancelledError:
+                # the poller's own cancellation ends here; one aimed at us (Ctrl-C) goes on
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
         if exc_type is None:
             await self._read()
 
@@ -109,7 +124,7 @@ class MetricsWatch:
         first and the last reading.
         """
         found: list[str] = []
-        inside = [o for o in self.observations if start_ns <= o.t_ns <= end_ns]
+        inside = [o for o in self.observations if o.within(start_ns, end_ns)]
         waiting = max((o.waiting or 0.0 for o in inside), default=0.0)
         if waiting > 0:
             found.append(

@@ -31,6 +31,18 @@ MIN_DECODE_TOKENS = 3
 MIN_PREFILL_REPEATS = 3
 MIN_DECODE_REPEATS = 1
 
+# Upper bounds (README "Bounds"), checked before any engine is contacted: a value past them is a
+# typo or a request no engine could serve (vLLM's max_num_seqs tops out at 1024 on the largest GPUs;
+# token counts beyond 2^20 exceed every served context), and it would otherwise build one request
+# body per stream or repeat before any engine could refuse it.
+MAX_TOKENS = 1_048_576  # prompt lengths, decode tokens, neighbour token counts
+MAX_DECODE_CONCURRENCY = 1024
+MAX_DECODE_TOKENS = 65_536
+MAX_PREFILL_REPEATS = 100
+MAX_DECODE_REPEATS = 100
+MAX_LIST_VALUES = 64  # distinct values in one list option
+MAX_RATE = 1000.0  # neighbour requests per second
+
 _INTEGER = re.compile(r"\+?[0-9]+")
 _FORMATS: tuple[OutputFormat, ...] = ("text", "json")
 
@@ -113,8 +125,10 @@ def _show(raw: str) -> str:
     return repr(raw if len(raw) <= 80 else raw[:77] + "...")
 
 
-def parse_positive_int(option: str, raw: str, *, minimum: int = 1) -> int:
-    """A positive integer written in decimal digits, at least ``minimum``."""
+def parse_positive_int(
+    option: str, raw: str, *, minimum: int = 1, maximum: int = MAX_TOKENS
+) -> int:
+    """A positive integer written in decimal digits, from ``minimum`` to ``maximum``."""
     text = raw.strip()
     if not _INTEGER.fullmatch(text):
         kind = "not finite" if _is_non_finite(text) else "not an integer"
@@ -124,11 +138,16 @@ def parse_positive_int(option: str, raw: str, *, minimum: int = 1) -> int:
         raise ProfileUsageError(f"{option}: {_show(raw)} is not positive")
     if value < minimum:
         raise ProfileUsageError(f"{option}: {value} is below the minimum of {minimum}")
+    if value > maximum:
+        raise ProfileUsageError(f"{option}: {_show(text)} is above the maximum of {maximum}")
     return value
 
 
-def parse_int_list(option: str, raw: str, *, min_distinct: int) -> tuple[int, ...]:
-    """A comma-separated list of positive integers; returns the distinct values, ascending."""
+def parse_int_list(
+    option: str, raw: str, *, min_distinct: int, maximum: int = MAX_TOKENS
+) -> tuple[int, ...]:
+    """A comma-separated list of positive integers up to ``maximum`` (at most MAX_LIST_VALUES
+    distinct); returns the distinct values, ascending."""
     if not raw.strip():
         raise ProfileUsageError(
             f"{option}: the list is empty; expected comma-separated positive integers"
@@ -150,8 +169,17 @@ def parse_int_list(option: str, raw: str, *, min_distinct: int) -> tuple[int, ..
         value = int(text)
         if value < 1:
             raise ProfileUsageError(f"{option}: item {_show(text)} of {_show(raw)} is not positive")
+        if value > maximum:
+            raise ProfileUsageError(
+                f"{option}: item {_show(text)} of {_show(raw)} is above the maximum of {maximum}"
+            )
         values.append(value)
     distinct = tuple(sorted(set(values)))
+    if len(distinct) > MAX_LIST_VALUES:
+        raise ProfileUsageError(
+            f"{option}: {_show(raw)} holds {len(distinct)} distinct values; "
+            f"at most {MAX_LIST_VALUES} are allowed"
+        )
     if len(distinct) < min_distinct:
         raise ProfileUsageError(
             f"{option}: {_show(raw)} holds {len(distinct)} distinct value(s); "
@@ -160,8 +188,8 @@ def parse_int_list(option: str, raw: str, *, min_distinct: int) -> tuple[int, ..
     return distinct
 
 
-def parse_rate(option: str, raw: str) -> float:
-    """A finite rate greater than zero."""
+def parse_rate(option: str, raw: str, *, maximum: float = MAX_RATE) -> float:
+    """A finite rate greater than zero, at most ``maximum``."""
     try:
         value = float(raw.strip())
     except ValueError:
@@ -170,6 +198,8 @@ def parse_rate(option: str, raw: str) -> float:
         raise ProfileUsageError(f"{option}: {_show(raw)} is not finite")
     if value <= 0:
         raise ProfileUsageError(f"{option}: {_show(raw)} is not positive")
+    if value > maximum:
+        raise ProfileUsageError(f"{option}: {_show(raw)} is above the maximum of {maximum:g}")
     return value
 
 
@@ -237,16 +267,28 @@ def validate(raw: RawOptions) -> ProfileOptions:
             "--decode-input-lens", raw.decode_input_lens, min_distinct=MIN_DECODE_INPUT_LENS
         ),
         decode_concurrency=parse_int_list(
-            "--decode-concurrency", raw.decode_concurrency, min_distinct=MIN_DECODE_CONCURRENCY
+            "--decode-concurrency",
+            raw.decode_concurrency,
+            min_distinct=MIN_DECODE_CONCURRENCY,
+            maximum=MAX_DECODE_CONCURRENCY,
         ),
         decode_tokens=parse_positive_int(
-            "--decode-tokens", raw.decode_tokens, minimum=MIN_DECODE_TOKENS
+            "--decode-tokens",
+            raw.decode_tokens,
+            minimum=MIN_DECODE_TOKENS,
+            maximum=MAX_DECODE_TOKENS,
         ),
         prefill_repeats=parse_positive_int(
-            "--prefill-repeats", raw.prefill_repeats, minimum=MIN_PREFILL_REPEATS
+            "--prefill-repeats",
+            raw.prefill_repeats,
+            minimum=MIN_PREFILL_REPEATS,
+            maximum=MAX_PREFILL_REPEATS,
         ),
         decode_repeats=parse_positive_int(
-            "--decode-repeats", raw.decode_repeats, minimum=MIN_DECODE_REPEATS
+            "--decode-repeats",
+            raw.decode_repeats,
+            minimum=MIN_DECODE_REPEATS,
+            maximum=MAX_DECODE_REPEATS,
         ),
     )
     neighbours = NeighbourValues(

@@ -5,7 +5,9 @@ sidecar a crashed write left pending); then each profile's samples digest, evide
 timings and decode fit are checked, so the refusal names the input *and* the profile at fault (also
 as ``engine`` in the JSON error); the whole-file hash comes last and catches edits outside the
 profile entries. Every refusal is a usage error (exit 2): the operator handed the command an input
-it cannot trust.
+it cannot trust. An input whose write was interrupted between its two renames (the sidecar exists
+only under its pending name) is first finished (``narwhal_store.finish_pending``): the pending
+sidecar the store records is renamed into place, so the recorded source paths are the usual ones.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from narwhal_store import (
     WrittenStore,
     check_destination,
     evidence_problem,
+    finish_pending,
     read_store,
     samples_digest,
     sidecar_path,
@@ -57,6 +60,8 @@ def store_beside(samples: Path) -> Path:
             code="refit_input",
         )
     store = samples.with_name(samples.name[: -len(SAMPLES_SUFFIX)] + ".json")
+    if not samples.is_file() and store.is_file():
+        _finish(store, what=f"--refit-samples {samples}", code="refit_input")
     if not samples.is_file():
         raise ProfileUsageError(
             f"--refit-samples {samples}: no such sidecar file", code="refit_input"
@@ -68,6 +73,14 @@ def store_beside(samples: Path) -> Path:
             code="refit_input",
         )
     return store
+
+
+def _finish(store_path: Path, *, what: str, code: str) -> None:
+    """Finish an interrupted write of an input store (its sidecar only under the pending name)."""
+    try:
+        finish_pending(store_path)
+    except StoreError as exc:
+        raise ProfileUsageError(f"{what}: {exc}", code=code) from exc
 
 
 def verified_input(store_path: Path, *, what: str, code: str) -> LoadedStore:
@@ -82,6 +95,7 @@ def verified_input(store_path: Path, *, what: str, code: str) -> LoadedStore:
     side = sidecar_path(store_path)
     if not store_path.is_file():
         raise ProfileUsageError(f"{what}: no such store file", code=code)
+    _finish(store_path, what=what, code=code)
     if not side.is_file():
         raise ProfileUsageError(f"{what}: its sidecar {side} is missing", code=code)
     try:

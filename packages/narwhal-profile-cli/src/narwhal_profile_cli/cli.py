@@ -98,7 +98,7 @@ def profile(
             "--prefill-lens",
             metavar="LIST",
             rich_help_panel=_SWEEP,
-            help="Comma-separated candidate lengths (at least three distinct).",
+            help="Comma-separated candidate lengths (three distinct or more, at most 1048576).",
         ),
     ] = DEFAULT_PREFILL_LENS,
     decode_input_lens: Annotated[
@@ -107,7 +107,7 @@ def profile(
             "--decode-input-lens",
             metavar="LIST",
             rich_help_panel=_SWEEP,
-            help="Comma-separated prompt lengths for the decode sweep (at least two).",
+            help="Comma-separated decode prompt lengths (two distinct or more, at most 1048576).",
         ),
     ] = DEFAULT_DECODE_INPUT_LENS,
     decode_concurrency: Annotated[
@@ -116,7 +116,7 @@ def profile(
             "--decode-concurrency",
             metavar="LIST",
             rich_help_panel=_SWEEP,
-            help="Candidate stream counts (at least two distinct).",
+            help="Candidate stream counts (at least two distinct, each at most 1024).",
         ),
     ] = DEFAULT_DECODE_CONCURRENCY,
     decode_tokens: Annotated[
@@ -125,7 +125,7 @@ def profile(
             "--decode-tokens",
             metavar="N",
             rich_help_panel=_SWEEP,
-            help="Tokens per decode stream. Minimum 3.",
+            help="Tokens per decode stream, 3 to 65536.",
         ),
     ] = DEFAULT_DECODE_TOKENS,
     prefill_repeats: Annotated[
@@ -134,7 +134,7 @@ def profile(
             "--prefill-repeats",
             metavar="N",
             rich_help_panel=_SWEEP,
-            help="Repetitions per prefill length. Minimum 3.",
+            help="Repetitions per prefill length, 3 to 100.",
         ),
     ] = DEFAULT_PREFILL_REPEATS,
     decode_repeats: Annotated[
@@ -143,7 +143,7 @@ def profile(
             "--decode-repeats",
             metavar="N",
             rich_help_panel=_SWEEP,
-            help="Repetitions per decode input-length/concurrency point. Minimum 1.",
+            help="Repetitions per decode input-length/concurrency point, 1 to 100.",
         ),
     ] = DEFAULT_DECODE_REPEATS,
     colocated: Annotated[
@@ -160,7 +160,7 @@ def profile(
             "--neighbour-prefill-rps",
             metavar="RATE",
             rich_help_panel=_NEIGHBOURS,
-            help="Offered requests per second per prefill neighbour.",
+            help="Offered requests per second per prefill neighbour (at most 1000).",
         ),
     ] = None,
     neighbour_decode_rps: Annotated[
@@ -169,7 +169,7 @@ def profile(
             "--neighbour-decode-rps",
             metavar="RATE",
             rich_help_panel=_NEIGHBOURS,
-            help="Offered requests per second per decode neighbour.",
+            help="Offered requests per second per decode neighbour (at most 1000).",
         ),
     ] = None,
     neighbour_prefill_tokens: Annotated[

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -108,6 +109,27 @@ def load_json(path: Path, what: str) -> Any:
         raise SimConfigError(f"cannot read {what} {path}: {exc.strerror}") from exc
     except orjson.JSONDecodeError as exc:
         raise SimConfigError(f"{what} {path} is not valid JSON: {exc}") from exc
+
+
+def check_journal(path: Path) -> Path:
+    """Refuse (SimConfigError) a journal path that cannot be appended to: a folder, a symlink, or
+    one whose nearest existing parent is not a writable folder. Nothing is created."""
+    if path.is_symlink():
+        raise SimConfigError(f"--journal {path}: it is a symlink")
+    if path.exists():
+        if not path.is_file():
+            raise SimConfigError(f"--journal {path}: it exists and is not a regular file")
+        if not os.access(path, os.W_OK):
+            raise SimConfigError(f"--journal {path}: it is not writable")
+        return path
+    parent = path.parent
+    while not parent.exists() and not parent.is_symlink() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise SimConfigError(f"--journal {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise SimConfigError(f"--journal {path}: cannot create it in {parent} (not writable)")
+    return path
 
 
 def split_hostport(text: str, what: str) -> tuple[str, int]:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 
+from narwhal_store import StoreError, load_fleet
+
 from ._auth import env_key
-from ._config import is_loopback, load_json, resolve_engines, split_hostport
+from ._config import check_journal, is_loopback, load_json, resolve_engines, split_hostport
 from ._errors import SimError
 from ._fleet import RouterSettings, serve
 from ._presets import DEFAULT_PRESET, get_preset, presets
@@ -145,6 +148,10 @@ def up(
         except KeyError as exc:
             raise _fail(exc.args[0]) from None
     try:
+        load_fleet(fleet)  # the fleet format exactly as narwhal-profile reads it (every error)
+    except StoreError as exc:
+        raise _fail(f"--fleet: {exc}") from None
+    try:
         fleet_doc = load_json(fleet, "fleet file")
         sim_doc = load_json(sim_config, "sim config") if sim_config is not None else None
         settings = resolve_engines(
@@ -158,7 +165,7 @@ def up(
             router_settings = RouterSettings(
                 host,
                 port,
-                journal or fleet.parent / "router-journal.jsonl",
+                check_journal(journal or fleet.parent / "router-journal.jsonl"),
                 api_key_env=router_api_key_env,
                 auth_scope=router_auth_scope,
                 omit=frozenset(router_omit or ()),
@@ -208,9 +215,19 @@ def list_presets() -> None:
         )
 
 
-def main() -> None:
-    """Console entry point."""
-    app(prog_name="narwhal-sim")
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: a usage error typer finds itself is one line (exit 2), as every other
+    error, never click's usage block."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=args or ["--help"], prog_name="narwhal-sim", standalone_mode=False)
+    except typer.TyperException as exc:
+        typer.echo(f"narwhal-sim: error: {' '.join(exc.format_message().split())}", err=True)
+        sys.exit(2)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

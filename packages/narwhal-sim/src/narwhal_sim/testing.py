@@ -5,6 +5,18 @@ Example::
     with start_sim_fleet(tmp_path, [{"iid": "e0", "role": "mixed"}], preset="tiny") as fleet:
         url = fleet.urls["e0"]
         fleet.set_faults("e0", health_status=503)
+
+Timing laws are tested in-process on a virtual clock instead (no wall time)::
+
+    async def cohort() -> list[TokenStamps]:
+        gpu = VirtualGpu()
+        engine = gpu.engine(get_preset().with_overrides(jitter=0.0))
+        streams = [gpu.submit(engine, 2048, 64) for _ in range(16)]
+        await asyncio.gather(*(s.done for s in streams))
+        await gpu.stop()
+        return streams
+
+    run_on_virtual_clock(cohort())
 """
 
 from __future__ import annotations
@@ -27,6 +39,19 @@ import orjson
 
 from ._errors import SimConfigError, SimStartError
 from ._fleet import write_atomic
+from ._virtual import TokenStamps, VirtualClockLoop, VirtualGpu, run_on_virtual_clock
+
+__all__ = [
+    "SimFleet",
+    "TokenStamps",
+    "VirtualClockLoop",
+    "VirtualGpu",
+    "fleet_document",
+    "free_port",
+    "run_on_virtual_clock",
+    "sim_config",
+    "start_sim_fleet",
+]
 
 _READY_TIMEOUT_S = 30.0
 _STOP_TIMEOUT_S = 10.0

@@ -64,7 +64,7 @@ from narwhal_store._samples import (
     SweepSettings,
 )
 from narwhal_store._schemas import json_schemas, write_schemas
-from narwhal_store._write import WrittenStore, check_destination, write_store
+from narwhal_store._write import WrittenStore, check_destination, finish_pending, write_store
 
 __all__ = [
     "DECODE_FORM",
@@ -113,6 +113,7 @@ __all__ = [
     "check_destination",
     "decode_fit_suspect",
     "evidence_problem",
+    "finish_pending",
     "json_schemas",
     "load_fleet",
     "load_limits",

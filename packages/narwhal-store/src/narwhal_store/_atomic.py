@@ -26,8 +26,8 @@ _NO_HARDLINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.E
 
 
 def check_folder(folder: Path) -> None:
-    """Refuse a folder that is a symlink or not a directory; a missing folder needs a directory as
-    its nearest existing ancestor. Nothing is created."""
+    """Refuse a folder that is a symlink, not a directory or not writable; a missing folder needs a
+    writable directory as its nearest existing ancestor. Nothing is created."""
     try:
         info = folder.lstat()
     except (FileNotFoundError, NotADirectoryError):
@@ -37,6 +37,10 @@ def check_folder(folder: Path) -> None:
         if not ancestor.is_dir():
             raise DestinationError(
                 f"cannot create folder {folder}: {ancestor} is not a directory"
+            ) from None
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise DestinationError(
+                f"cannot create folder {folder}: {ancestor} is not writable"
             ) from None
         return
     except OSError as exc:

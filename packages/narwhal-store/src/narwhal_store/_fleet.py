@@ -49,14 +49,15 @@ def _check_url(value: str) -> str:
         )
     if parts.query or parts.fragment:
         raise SecretValueError("URL must not have a query or fragment")
+    # The error report appends "(got ...)" itself: the messages do not repeat the value.
     if parts.scheme not in ("http", "https"):
-        raise ValueError(f"URL must start with http:// or https:// (got {value!r})")
+        raise ValueError("URL must start with http:// or https://")
     if not parts.hostname:
-        raise ValueError(f"URL has no host (got {value!r})")
+        raise ValueError("URL has no host")
     try:
         _ = parts.port
     except ValueError as exc:
-        raise ValueError(f"URL has an invalid port (got {value!r})") from exc
+        raise ValueError("URL has an invalid port") from exc
     return value
 
 

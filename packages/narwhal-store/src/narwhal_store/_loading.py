@@ -74,11 +74,12 @@ def _describe(error: ErrorDetails) -> tuple[str, str]:
 
 
 def format_validation_error(path: str | Path, exc: ValidationError) -> FormatError:
-    """The first error of ``exc`` as a ``FormatError``; the count of further errors is appended."""
-    errors = exc.errors()
-    where, message = _describe(errors[0])
-    if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more error(s))"
+    """Every error of ``exc`` as one ``FormatError`` (``json_path`` is the first one's); the
+    further errors follow the first, ``; ``-separated, each with its JSON path."""
+    described = [_describe(error) for error in exc.errors()]
+    where, message = described[0]
+    for other, text in described[1:]:
+        message += f"; {other}: {text}" if other else f"; {text}"
     return FormatError(path, where, message)
 
 

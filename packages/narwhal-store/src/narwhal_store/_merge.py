@@ -60,7 +60,7 @@ def _read_input(path: Path) -> LoadedStore:
     if loaded.recovered:
         raise MergeError(
             f"input {path}: its sidecar exists only as {loaded.sidecar_path.name}, left by an "
-            "interrupted write; read and rewrite that store first"
+            "interrupted write; finish it first (narwhal_store.finish_pending)"
         )
     return loaded
 

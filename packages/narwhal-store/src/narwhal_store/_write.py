@@ -9,17 +9,20 @@ The scheme (README "Crash safety"):
 3. The new store is written to a temporary file, fsynced, and renamed over ``X.json``: the commit
    point. Before it, the old store and old sidecar are untouched; after it, the store names a
    sidecar that exists under the pending name.
-4. The pending sidecar is renamed to ``X.samples.json`` (roll forward); stale pending files of
-   earlier crashed writes are removed.
+4. The pending sidecar is renamed to ``X.samples.json`` (roll forward); stale pending and
+   temporary files of earlier crashed writes of this store (``.X.json.<hex>.tmp``,
+   ``.X.samples.json.<hex>.tmp``, ``.X.samples.json.<hex>.pending``) are removed.
 
 :func:`read_store` looks for the pending name when ``X.samples.json`` is missing or does not match,
-so a crash between 3 and 4 still reads as the new, consistent pair. The folder is fsynced after
+so a crash between 3 and 4 still reads as the new, consistent pair; :func:`finish_pending` does
+step 4 for such a store. The folder is fsynced after
 every rename. In ``fresh`` mode the store and sidecar appear through hard links, which fail if the
 name exists, instead of renames.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -32,10 +35,10 @@ from ._errors import FormatError, IntegrityError, StoreError
 from ._loading import validate_doc
 from ._paths import PENDING_SUFFIX, pending_sidecar_name, sidecar_path
 from ._profiles import ProfileStore
-from ._read import samples_digest
+from ._read import read_store, samples_digest
 from ._samples import SamplesSidecar
 
-__all__ = ["WrittenStore", "check_destination", "dump_document", "write_store"]
+__all__ = ["WrittenStore", "check_destination", "dump_document", "finish_pending", "write_store"]
 
 WriteMode = Literal["fresh", "replace"]
 _DUMP_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
@@ -161,7 +164,7 @@ def write_store(
                 folder.publish_new(pending, side_name)
             else:
                 folder.replace(pending, side_name)
-            _remove_stale_pending(folder, side_name)
+            _remove_leftovers(folder, store_name, side_name)
         except OSError as exc:  # a full disk, a vanished folder, ...: the old pair stays valid
             raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
         finally:
@@ -170,9 +173,44 @@ def write_store(
     return WrittenStore(path, sha256_hex(store_bytes), side_path, side_sha, final)
 
 
-def _remove_stale_pending(folder: Folder, side_name: str) -> None:
-    prefix = f".{side_name}."
-    stale = [n for n in folder.names() if n.startswith(prefix) and n.endswith(PENDING_SUFFIX)]
+def finish_pending(store_path: str | Path) -> bool:
+    """Finish a write that was interrupted between its two renames (step 4 above): when the store's
+    recorded sidecar exists only under its pending name, rename it to ``X.samples.json`` and remove
+    the write's leftovers. True when it did; False when there was nothing to finish. Raises what
+    ``read_store(verify=False)`` raises, and ``StoreError`` when the rename fails."""
+    path = Path(store_path)
+    loaded = read_store(path, verify=False)
+    if not loaded.recovered:
+        return False
+    side_path = sidecar_path(path)
+    pending = loaded.sidecar_path.name
+    try:
+        with Folder(path.parent, create=False) as folder:
+            check_target(folder.lstat(pending), loaded.sidecar_path, fresh=False)
+            check_target(folder.lstat(side_path.name), side_path, fresh=False)
+            folder.replace(pending, side_path.name)
+            _remove_leftovers(folder, path.name, side_path.name)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot finish the interrupted write of {path}: {exc.strerror or exc}"
+        ) from exc
+    return True
+
+
+def _leftover_pattern(store_name: str, side_name: str) -> re.Pattern[str]:
+    """Names of this store's temporary files (``Folder.write_temp``) and pending sidecars."""
+    names = "|".join(re.escape(n) for n in (store_name, side_name))
+    return re.compile(
+        rf"\.(?:{names})\.[0-9a-f]{{12}}\.tmp|\.{re.escape(side_name)}\.[0-9a-f]{{16}}"
+        + re.escape(PENDING_SUFFIX)
+    )
+
+
+def _remove_leftovers(folder: Folder, store_name: str, side_name: str) -> None:
+    """Remove what earlier interrupted writes of this store left: temporary files and pending
+    sidecars (called once this write has committed and rolled forward)."""
+    pattern = _leftover_pattern(store_name, side_name)
+    stale = [n for n in folder.names() if pattern.fullmatch(n)]
     for name in stale:
         folder.remove(name)
     if stale:

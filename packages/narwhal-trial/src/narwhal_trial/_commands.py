@@ -8,14 +8,14 @@ from pathlib import Path
 
 import orjson
 
-from narwhal_trial._access import ApiKeyEnv, refuse_credentials
+from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._check import run_checks
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
 from narwhal_trial._prepare import build_workload
 from narwhal_trial._reconcile import read_journal, read_requests, reconcile
 from narwhal_trial._records import Summary
-from narwhal_trial._settings import RunSettings
+from narwhal_trial._settings import RunSettings, check_base_url
 from narwhal_trial._workload import workload_bytes
 
 WORKLOAD_FILE = "workload.json"
@@ -37,8 +37,9 @@ def prepare_command(
     model: str | None,
     api_key_env: str | None = None,
 ) -> Path:
-    """Build and write ``OUT/workload.json``; returns its path. Raises TrialError."""
-    refuse_credentials(base)
+    """Build and write ``OUT/workload.json``; returns its path. Raises TrialError. The URL and the
+    destination are checked before the engine is contacted."""
+    check_base_url(base)
     keys = ApiKeyEnv.choose(api_key_env)
     check_fresh_dir(out, holds=(WORKLOAD_FILE,))
 

@@ -44,26 +44,42 @@ def check_fresh_dir(path: Path, *, holds: tuple[str, ...]) -> bool:
             found = [name for name in holds if name in present]
             what = f"already holds {', '.join(found)}" if found else "is not empty"
             raise DestinationError(f"refusing --out {path}: it {what}; choose a new folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise DestinationError(f"refusing --out {path}: the folder is not writable")
         return True
+    ancestor = path.parent
+    while not ancestor.exists() and not ancestor.is_symlink() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise DestinationError(f"refusing --out {path}: {ancestor} is not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise DestinationError(
+            f"refusing --out {path}: cannot create it in {ancestor} (not writable)"
+        )
     return False
 
 
 def make_private_dir(path: Path, *, holds: tuple[str, ...]) -> None:
-    """Create ``path`` as a 0700 folder, or take over an existing empty one (made 0700).
+    """Create ``path`` as a 0700 folder, or take over an existing empty one (made 0700). Missing
+    parents are created 0700 too, whatever the umask; existing ones are left as they are.
 
     Everything check_fresh_dir refuses is refused here too, and left untouched.
     """
     if check_fresh_dir(path, holds=holds):
         path.chmod(DIR_MODE, follow_symlinks=False)
         return
-    parent = path.parent
-    if not parent.exists():
-        parent.mkdir(parents=True, mode=DIR_MODE)
+    missing = [p for p in reversed(path.parents) if not p.exists()]
     try:
+        for folder in missing:
+            with contextlib.suppress(FileExistsError):  # made by someone else meanwhile: not ours
+                folder.mkdir(mode=DIR_MODE)
+                folder.chmod(DIR_MODE, follow_symlinks=False)
         path.mkdir(mode=DIR_MODE)
+        path.chmod(DIR_MODE, follow_symlinks=False)
     except FileExistsError as exc:
         raise DestinationError(f"refusing --out {path}: it appeared while starting") from exc
-    path.chmod(DIR_MODE, follow_symlinks=False)
+    except OSError as exc:
+        raise DestinationError(f"cannot create --out {path}: {exc.strerror or exc}") from exc
 
 
 def atomic_write(path: Path, data: bytes) -> None:

@@ -87,7 +87,8 @@ class _Trial:
         self.bounds = Bounds(settings.ttft_s, settings.tpot_s, self.workload.output_tokens)
         self.keys = settings.api_keys()
         self.t0 = 0
-        self.in_flight = 0
+        self.in_flight = 0  # offers written to the wire and not finished
+        self.unsent: dict[int, int] = {}  # dispatched offers not yet on the wire: sequence -> due
         self.open: set[int] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         self.phase: asyncio.Future[Any] | None = None
@@ -257,7 +258,7 @@ class _Trial:
                     self.offsets,
                     clock=self.clock,
                     limits=self.limits,
-                    in_flight=lambda: self.in_flight,
+                    in_flight=self._committed,
                     dispatch=self._dispatch,
                 )
             )
@@ -281,12 +282,22 @@ class _Trial:
                 due = self.t0 + self.offsets[n]
                 self._finish(Outcome(n, self.ids[n], due, now, 0, interrupted=True))
 
+    def _committed(self) -> int:
+        """What the cap counts: offers on the wire, plus dispatched ones that may still get there
+        (within their lag limit); an offer past it will be refused for lag, so it is not counted."""
+        oldest = self.clock() - self.limits.max_lag_ns
+        return self.in_flight + sum(1 for due in self.unsent.values() if due >= oldest)
+
+    def _on_wire(self, n: int) -> None:
+        del self.unsent[n]
+        self.in_flight += 1
+        self.facts.max_in_flight_seen = max(self.facts.max_in_flight_seen, self.in_flight)
+
     def _dispatch(self, n: int, due: int, now: int, miss: MissReason | None, flying: int) -> None:
         if miss is not None:
             self._finish(Outcome(n, self.ids[n], due, now, flying, miss=miss))
             return
-        self.in_flight += 1
-        self.facts.max_in_flight_seen = max(self.facts.max_in_flight_seen, self.in_flight)
+        self.unsent[n] = due
         self.open.add(n)
         task = asyncio.get_running_loop().create_task(self._offer(n, due, now, flying))
         self.tasks.add(task)
@@ -303,6 +314,7 @@ class _Trial:
                 request_id=self.ids[n],
                 timeout_s=self.s.request_timeout_s,
                 send_by_ns=due + self.limits.max_lag_ns,
+                on_sent=lambda: self._on_wire(n),
             )
         except asyncio.CancelledError:
             self._finish(
@@ -319,7 +331,8 @@ class _Trial:
             )
             return
         finally:
-            self.in_flight -= 1
+            if self.unsent.pop(n, None) is None:
+                self.in_flight -= 1
         if isinstance(stream.error, SendDeadlineError):
             self._finish(Outcome(n, self.ids[n], due, stream.send_ns, flying, miss="lag"))
             return

@@ -53,11 +53,14 @@ def due_offsets_ns(requests: int, rate: float) -> list[int]:
 def miss_reason(
     now_ns: int, due_ns: int, in_flight: int, limits: ScheduleLimits
 ) -> MissReason | None:
-    """Why an offer due at ``due_ns``, decided at ``now_ns``, may not be sent; None: send."""
-    if in_flight >= limits.max_in_flight:
-        return "in_flight_cap"
+    """Why an offer due at ``due_ns``, decided at ``now_ns``, may not be sent; None: send.
+
+    An offer decided too late is ``lag`` whatever the in-flight count: the client missed its
+    schedule, and the cap may not be blamed for it."""
     if now_ns - due_ns > limits.max_lag_ns:
         return "lag"
+    if in_flight >= limits.max_in_flight:
+        return "in_flight_cap"
     return None
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from narwhal_engine_client import StreamTransport
 from narwhal_trial._access import ApiKeyEnv, refuse_credentials
@@ -15,9 +17,40 @@ from narwhal_trial._errors import TrialUsageError
 
 RUN_FILES = ("manifest.json", "requests.jsonl", "summary.json")
 
+# Bounds of run's values (README "Bounds"), checked before anything is touched: request bodies are
+# encoded up front (~50 kB each at 8,192 input tokens), every in-flight request holds a socket,
+# and a schedule must end within a day.
+MAX_REQUESTS = 100_000
+MAX_RATE = 10_000.0
+MAX_SCHEDULE_S = 86_400.0
+MAX_IN_FLIGHT = 4096
+
 TransportChoice = Literal["auto", "httpx", "raw"]
 """``--transport``: ``auto`` is the raw HTTP/1.1 transport for an ``http://`` base and httpx for
 ``https://`` (the raw transport has no TLS)."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password in its user info replaced by ``***`` (for messages)."""
+    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", url)
+
+
+def check_base_url(url: str) -> None:
+    """Refuse (TrialUsageError, exit 2) a ``--base`` that is not an ``http(s)://HOST[:PORT]`` URL;
+    the message never shows a password."""
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise TrialUsageError(f"--base {shown!r}: not a valid URL ({exc})") from None
+    refuse_credentials(url)  # user info, a query or a fragment: never echoed, never recorded
+    if parts.scheme not in ("http", "https"):
+        raise TrialUsageError(f"--base must be an http:// or https:// URL, got {shown!r}")
+    if not parts.hostname:
+        raise TrialUsageError(f"--base {shown!r} has no host")
+    if port == 0:
+        raise TrialUsageError(f"--base {shown!r} has port 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,19 +84,26 @@ class RunSettings:
 
     def validate(self) -> None:
         """Raise TrialUsageError (exit 2) for a value the run cannot use."""
-        refuse_credentials(self.base_url)
+        check_base_url(self.base_url)
         self.api_keys()
-        if not self.base_url.startswith(("http://", "https://")):
-            raise TrialUsageError(f"--base must be an http(s) URL, got {self.base_url!r}")
         checks = [
             (
-                math.isfinite(self.rate) and self.rate > 0,
-                f"--rate must be positive, got {self.rate}",
+                math.isfinite(self.rate) and 0 < self.rate <= MAX_RATE,
+                f"--rate must be positive and at most {MAX_RATE:g} per second, got {self.rate}",
             ),
-            (self.requests >= 1, f"--requests must be at least 1, got {self.requests}"),
             (
-                self.max_in_flight >= 1,
-                f"--max-in-flight must be at least 1, got {self.max_in_flight}",
+                1 <= self.requests <= MAX_REQUESTS,
+                f"--requests must be from 1 to {MAX_REQUESTS}, got {self.requests}",
+            ),
+            (
+                not (self.rate > 0) or (self.requests - 1) / self.rate <= MAX_SCHEDULE_S,
+                f"--requests {self.requests} at --rate {self.rate:g} would offer for "
+                f"{(self.requests - 1) / self.rate if self.rate > 0 else 0:.0f} s; the schedule "
+                f"must end within {MAX_SCHEDULE_S:.0f} s (a day)",
+            ),
+            (
+                1 <= self.max_in_flight <= MAX_IN_FLIGHT,
+                f"--max-in-flight must be from 1 to {MAX_IN_FLIGHT}, got {self.max_in_flight}",
             ),
             (
                 math.isfinite(self.max_lag_s) and self.max_lag_s >= 0,
@@ -96,7 +136,8 @@ class RunSettings:
             ),
             (
                 self.transport != "raw" or self.base_url.startswith("http://"),
-                f"--transport raw needs an http:// --base (it has no TLS), got {self.base_url!r}",
+                "--transport raw needs an http:// --base (it has no TLS), got "
+                f"{redact_url(self.base_url)!r}",
             ),
         ]
         for ok, message in checks:

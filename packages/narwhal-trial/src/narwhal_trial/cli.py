@@ -135,9 +135,14 @@ def run(
     ctx: typer.Context,
     base: BaseOpt,
     workload: Annotated[Path, typer.Option("--workload", help="workload.json from prepare.")],
-    rate: Annotated[float, typer.Option("--rate", help="Offered requests per second.")],
+    rate: Annotated[
+        float, typer.Option("--rate", help="Offered requests per second (at most 10000).")
+    ],
     requests: Annotated[
-        int, typer.Option("--requests", help="Offers; all count in the denominator.")
+        int,
+        typer.Option(
+            "--requests", help="Offers, 1 to 100000 within a day; all count in the denominator."
+        ),
     ],
     ttft: Annotated[str, typer.Option("--ttft", help="TTFT bound, seconds.")],
     tpot: Annotated[str, typer.Option("--tpot", help="TPOT bound, seconds.")],
@@ -146,7 +151,8 @@ def run(
     max_in_flight: Annotated[
         int,
         typer.Option(
-            "--max-in-flight", help="Offers due while this many are in flight are misses."
+            "--max-in-flight",
+            help="Offers due while this many are in flight are misses (1 to 4096).",
         ),
     ] = 64,
     max_lag: Annotated[
@@ -281,4 +287,19 @@ def main(argv: list[str] | None = None, *, launcher: Path | None = None) -> None
     prog = launcher.name if launcher is not None else Path(sys.argv[0]).name or "narwhal-trial"
     command = (sys.executable, sys.argv[0], *args) if argv is None else ("narwhal-trial", *args)
     inv = _Invocation(prog=prog, argv=command, launcher=launcher)
-    _app()(args=args, prog_name=prog, obj=inv)
+    sys.exit(_invoke(args or ["--help"], prog, inv))
+
+
+def _invoke(args: list[str], prog: str, inv: _Invocation) -> int:
+    """Run the typer app; a usage error typer finds itself (unknown option, missing value, bad
+    type) is one ``PROG: error: ...`` line and exit 2, never click's usage block."""
+    command = typer.main.get_command(_app())
+    try:
+        code = command.main(args=args, prog_name=prog, obj=inv, standalone_mode=False)
+    except typer.TyperException as exc:
+        message = " ".join(exc.format_message().split())
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return 2
+    except typer.Abort:
+        return 130
+    return code if isinstance(code, int) else 0
