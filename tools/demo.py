@@ -42,7 +42,7 @@ PROFILE_SWEEP = (
     "--prefill-lens", "2048,4096,8192,12288",
     "--decode-input-lens", "4096,8192",
     "--decode-concurrency", "1,4",
-    "--decode-tokens", "32",
+    "--decode-tokens", "64",
 )  # fmt: skip
 
 

@@ -14,9 +14,13 @@ pytestmark = pytest.mark.slow
 
 
 def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
-    """The demo runs every step, prints a verdict for 0.5 and 1 request/s and exits 0."""
+    """The demo runs every step, prints a verdict for 0.5 and 1 request/s and exits 0.
+
+    Four times real speed, not faster: ``check`` refuses a decode fit beyond 20% mean error, and a
+    simulator whose sub-millisecond steps cannot keep time on a loaded machine delivers in bursts.
+    """
     proc = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "demo.py"), "--time-scale", "10",
+        [sys.executable, str(REPO / "tools" / "demo.py"), "--time-scale", "4",
          "--requests", "4", "--runs", str(tmp_path)],
         capture_output=True, text=True, timeout=240, check=False, cwd=REPO,
     )  # fmt: skip
