@@ -14,6 +14,7 @@ from narwhal_profile_cli._evidence import generation
 from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._prefill_sweep import PrefillTimings
 from narwhal_profile_cli._preflight import EnginePlan
+from narwhal_profile_cli._result import DISTRIBUTION
 from narwhal_store import (
     PENDING_SHA256,
     AppliedLimits,
@@ -40,7 +41,6 @@ from narwhal_store import (
 )
 
 GENERATOR_NAME = "narwhal-profile"
-DISTRIBUTION = "narwhal-profile-cli"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ from typing import Annotated
 
 import typer
 
-from narwhal_profile_cli._assemble import DISTRIBUTION
 from narwhal_profile_cli._errors import ProfileError, ProfileInterrupted, ProfileUsageError
 from narwhal_profile_cli._options import (
     DEFAULT_DECODE_CONCURRENCY,
@@ -26,8 +25,7 @@ from narwhal_profile_cli._options import (
     RawOptions,
     validate,
 )
-from narwhal_profile_cli._result import PROG, CommandResult, emit
-from narwhal_profile_cli._run import execute
+from narwhal_profile_cli._result import DISTRIBUTION, PROG, CommandResult, emit
 
 _SWEEP = "Prefill and decode sweeps"
 _NEIGHBOURS = "Shared-GPU neighbour traffic"
@@ -237,6 +235,9 @@ def profile(
     fmt: OutputFormat = "json" if output_format == "json" else "text"
     try:
         options = validate(raw)
+        # The modes (httpx, numpy, scipy, pydantic) load only now: --version and --help stay fast.
+        from narwhal_profile_cli._run import execute
+
         execute(options, result, stderr=sys.stderr)
     except ProfileError as exc:
         result.error = exc
@@ -263,7 +264,7 @@ def _wants_json(args: Sequence[str]) -> bool:
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the command with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
     app.command(context_settings={"help_option_names": ["-h", "--help"]})(profile)
     command = typer.main.get_command(app)
     try:
