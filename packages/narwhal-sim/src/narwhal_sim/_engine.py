@@ -52,6 +52,10 @@ class SimEngine:
         self.api_key = env_key(settings.api_key_env)
         self.start_time = time.time()
         self.stats = EngineStats()
+        # Event-loop seconds (one clock for every engine of the process): the first completion's
+        # arrival and the last completion's end, so tests can order engines' activity.
+        self.completions_first_s: float | None = None
+        self.completions_last_s: float | None = None
         self.scheduler = EngineScheduler(
             preset=settings.preset,
             max_num_seqs=settings.max_num_seqs,
@@ -108,6 +112,9 @@ class SimEngine:
             "kv_used_tokens": sch.kv_used_tokens(),
             "device_steps": self.device.steps,
             "device_busy_s": self.device.busy_s,
+            "device_max_engines_per_step": self.device.max_engines_per_step,
+            "completions_first_s": self.completions_first_s,
+            "completions_last_s": self.completions_last_s,
             "process_start_time_seconds": self.start_time,
             "time_scale": self.device.time_scale,
             "faults": self.faults.to_dict(),
@@ -269,8 +276,11 @@ class SimEngine:
             params.request_id, len(params.prompt_ids), params.target_tokens, sink, now, ready
         )
         resp.on_close(lambda: self._drop(request))
+        if self.completions_first_s is None:
+            self.completions_first_s = now
         self.scheduler.submit(request)
         outcome = await sink.done
+        self.completions_last_s = loop.time()
         self._count(params, outcome)
         if params.stream:
             return  # the writer has ended (or cut) the stream
