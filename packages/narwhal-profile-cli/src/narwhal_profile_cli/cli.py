@@ -197,6 +197,22 @@ def profile(
             help="Output tokens per decode neighbour request.",
         ),
     ] = None,
+    parallel_groups: Annotated[
+        str | None,
+        typer.Option(
+            "--parallel-groups",
+            metavar="N",
+            help="Measure engines of up to N different shared_device groups at once (default 1).",
+        ),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="K/M",
+            help="Measure share K of M of the fleet's GPU groups, each group whole.",
+        ),
+    ] = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -230,6 +246,8 @@ def profile(
         neighbour_prefill_tokens=neighbour_prefill_tokens,
         neighbour_decode_input_tokens=neighbour_decode_input_tokens,
         neighbour_decode_output_tokens=neighbour_decode_output_tokens,
+        parallel_groups=parallel_groups,
+        shard=shard,
     )
     result = CommandResult()
     fmt: OutputFormat = "json" if output_format == "json" else "text"

@@ -1,0 +1,132 @@
+"""--parallel-groups (issue 15): GPU groups measured side by side, one engine per group at a time.
+
+Exclusion is judged by the simulator's own stamps, not by wall time: each simulated GPU records
+the most engines it stepped at once, and each engine when its first completion arrived and its
+last one ended (one event-loop clock for the whole fleet process).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from narwhal_sim.testing import SimFleet
+from narwhal_store import read_store
+
+if TYPE_CHECKING:
+    from .conftest import Kit
+
+pytestmark = pytest.mark.slow
+
+#: Several groups stream at once on a busy machine: slower simulated time and longer streams keep
+#: every cohort's streams overlapping by design (as the colocated tests do).
+TIME_SCALE = 4.0
+SWEEP = ("--prefill-lens", "2048,8192,16384", "--decode-input-lens", "512,2048",
+         "--decode-concurrency", "1,4", "--decode-tokens", "160")  # fmt: skip
+
+
+def _groups(*names: str, per_group: int = 2) -> list[dict[str, Any]]:
+    roles = ("prefill", "decode", "mixed")
+    return [
+        {"iid": f"{g}.{roles[i]}", "role": roles[i], "shared_device": {"group": g}}
+        for g in names
+        for i in range(per_group)
+    ]
+
+
+def _span(fleet: SimFleet, iid: str) -> tuple[float, float]:
+    state = fleet.state(iid)
+    first, last = state["completions_first_s"], state["completions_last_s"]
+    assert first is not None and last is not None, state
+    return float(first), float(last)
+
+
+def test_groups_run_side_by_side_engines_of_a_group_one_at_a_time(
+    kit: Kit, sim_factory: Callable[..., SimFleet]
+) -> None:
+    """Two engines of one GPU are never stepped together; the two GPUs work at the same time."""
+    fleet = sim_factory(_groups("g0", "g1"), time_scale=TIME_SCALE)
+    done = kit.run("--fleet", fleet.fleet_path, *SWEEP, "--parallel-groups", "2")
+    assert done.returncode == 0, done.stderr
+    done.success(
+        f"wrote 4 profile(s) to {fleet.fleet_path.parent / 'profiles/fleet-profiles.json'}",
+        ["g0.prefill", "g0.decode", "g1.prefill", "g1.decode"],
+    )
+    for iid in ("g0.prefill", "g1.prefill"):
+        assert fleet.state(iid)["device_max_engines_per_step"] == 1
+    for group in ("g0", "g1"):
+        first = _span(fleet, f"{group}.prefill")
+        second = _span(fleet, f"{group}.decode")
+        assert first[1] <= second[0], (group, first, second)  # one engine after the other
+    g0, g1 = _span(fleet, "g0.prefill"), _span(fleet, "g1.prefill")
+    assert g0[0] < g1[1] and g1[0] < g0[1], (g0, g1)  # the groups overlapped
+    store_path, sidecar_path = kit.outputs(fleet)
+    keys = [p.key.engine for p in read_store(store_path).store.profiles]
+    assert keys == ["g0.prefill", "g0.decode", "g1.prefill", "g1.decode"]  # fleet order
+    settings = [e["settings"] for e in kit.load(sidecar_path)["profiles"]]
+    assert {(s["parallel_groups"], s["shard"]) for s in settings} == {(2, None)}
+
+
+def test_default_is_one_group_at_a_time(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
+    """Without the option the groups run one after the other, and the sidecar says 1."""
+    fleet = sim_factory(_groups("g0", "g1", per_group=1), time_scale=TIME_SCALE)
+    done = kit.run("--fleet", fleet.fleet_path, *SWEEP)
+    assert done.returncode == 0, done.stderr
+    g0, g1 = _span(fleet, "g0.prefill"), _span(fleet, "g1.prefill")
+    assert g0[1] <= g1[0], (g0, g1)
+    settings = [e["settings"] for e in kit.load(kit.outputs(fleet)[1])["profiles"]]
+    assert [s["parallel_groups"] for s in settings] == [1, 1]
+
+
+def test_failure_stops_the_other_groups_and_keeps_finished_profiles(
+    kit: Kit, sim_factory: Callable[..., SimFleet]
+) -> None:
+    """g1's second engine fails after its first was written; g0 (stalled) is stopped cleanly."""
+    fleet = sim_factory(_groups("g0", "g1"), time_scale=TIME_SCALE)
+    fleet.set_faults("g0.prefill", stall=True)  # g0 stays at work until it is stopped
+    fleet.set_faults("g1.decode", http_error={"status": 500, "rate": 1.0})
+    done = kit.run("--fleet", fleet.fleet_path, *SWEEP, "--parallel-groups", "2", timeout=180)
+    assert done.returncode == 1, done.stderr
+    assert "engine g1.decode:" in done.stderr and "HTTP 500" in done.stderr, done.stderr
+    assert "stopped group g0 mid-sweep (their current engines not written)" in done.stderr
+    assert "1 finished profile(s) kept in" in done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, done.stderr
+    store_path, _ = kit.outputs(fleet)
+    assert [p.key.engine for p in read_store(store_path).store.profiles] == ["g1.prefill"]
+
+
+def test_interrupt_with_parallel_groups_keeps_what_finished(
+    kit: Kit, sim_factory: Callable[..., SimFleet]
+) -> None:
+    """Ctrl-C while g0 is stuck and g1 has written one engine: exit 130, that profile kept."""
+    fleet = sim_factory(_groups("g0", "g1"), time_scale=TIME_SCALE)
+    fleet.set_faults("g0.prefill", stall=True)
+    store_path, _ = kit.outputs(fleet)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "narwhal_profile_cli", "--fleet", str(fleet.fleet_path),
+         *SWEEP, "--parallel-groups", "2", "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not store_path.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    kept = [p.key.engine for p in read_store(store_path).store.profiles]
+    assert kept[0] == "g1.prefill" and "g0.prefill" not in kept, kept
+    assert f'"profiles":{len(kept)}' in stdout
+    assert f"interrupted; {len(kept)} finished profile(s) kept" in stdout
