@@ -238,6 +238,7 @@ class EngineClient:
         timeout_s: float | None = None,
         keep_token_ids: bool = False,
         send_by_ns: int | None = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> StreamRecord:
         """Stream one completion; request-level failures land in ``StreamRecord.error``.
 
@@ -250,6 +251,8 @@ class EngineClient:
         request's head would start onto the wire later than that, with the send time stamped,
         nothing is written and the record carries a ``SendDeadlineError``. An open-loop load
         generator uses it so an offer that is already too late is refused, never sent late.
+        ``on_sent`` is called once, synchronously, just before the request's head is written (never
+        for a request refused by ``send_by_ns``): a load generator counts what is on the wire.
         """
         if isinstance(body, bytes):
             content = body
@@ -263,6 +266,7 @@ class EngineClient:
                 deadline_s=deadline_s,
                 keep_token_ids=keep_token_ids,
                 send_by_ns=send_by_ns,
+                on_sent=on_sent,
             )
         request = self._http.build_request(
             "POST",
@@ -279,4 +283,5 @@ class EngineClient:
             keep_token_ids=keep_token_ids,
             bytes_sent=len(content),
             send_by_ns=send_by_ns,
+            on_sent=on_sent,
         )

@@ -58,10 +58,16 @@ class Connection(asyncio.Protocol):
 
     # -- driven by the pool --
     def start(
-        self, record: StreamRecord, consumer: Consumer, data: bytes, send_by_ns: int | None = None
+        self,
+        record: StreamRecord,
+        consumer: Consumer,
+        data: bytes,
+        send_by_ns: int | None = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> asyncio.Future[None]:
-        """Write one request (stamping ``send_ns`` just before); the future settles with the
-        record. Past ``send_by_ns`` nothing is written and the connection goes back to the pool.
+        """Write one request (stamping ``send_ns`` and calling ``on_sent`` just before); the future
+        settles with the record. Past ``send_by_ns`` nothing is written and the connection goes
+        back to the pool.
         """
         assert self.transport is not None
         now = self.clock()
@@ -84,6 +90,8 @@ class Connection(asyncio.Protocol):
             record.error = EngineConnectError(f"cannot reach {self.pool.origin}: connection lost")
             self._settle()
             return waiter
+        if on_sent is not None:
+            on_sent()
         self.transport.write(data)
         return waiter
 

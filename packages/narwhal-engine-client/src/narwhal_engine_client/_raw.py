@@ -82,6 +82,7 @@ class RawStreamPool:
         deadline_s: float,
         keep_token_ids: bool,
         send_by_ns: int | None = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> StreamRecord:
         """One streaming completion; request-level failures land in ``StreamRecord.error``."""
         if self._closed:
@@ -111,7 +112,7 @@ class RawStreamPool:
         try:
             async with asyncio.timeout(deadline_s):
                 conn = await self._acquire()
-                await conn.start(record, consumer, data, send_by_ns)
+                await conn.start(record, consumer, data, send_by_ns, on_sent)
                 settled = True
         except TimeoutError:
             if conn is None or conn.detach(record):

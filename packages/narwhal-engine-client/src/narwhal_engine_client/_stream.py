@@ -46,6 +46,7 @@ async def run_stream(
     keep_token_ids: bool,
     bytes_sent: int,
     send_by_ns: int | None = None,
+    on_sent: Callable[[], None] | None = None,
 ) -> StreamRecord:
     """Send ``request`` and consume its SSE answer into a StreamRecord; never raises request-level
     errors. With ``send_by_ns``, a request whose head would start later is not sent
@@ -63,6 +64,8 @@ async def run_stream(
             now = record.send_ns = clock_ns()
             if send_by_ns is not None and now > send_by_ns:
                 raise _TooLate
+            if on_sent is not None:
+                on_sent()
 
     request.extensions["trace"] = trace
     record.send_ns = clock_ns()  # replaced by the trace hook once the head is written
