@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from ._activity import Activity
 from ._auth import GUARDED, UNAUTHORIZED, authorized, env_key
 from ._bodies import completion_body
 from ._completions import ApiError, CompletionParams, parse_completion
@@ -52,10 +53,7 @@ class SimEngine:
         self.api_key = env_key(settings.api_key_env)
         self.start_time = time.time()
         self.stats = EngineStats()
-        # Event-loop seconds (one clock for every engine of the process): the first completion's
-        # arrival and the last completion's end, so tests can order engines' activity.
-        self.completions_first_s: float | None = None
-        self.completions_last_s: float | None = None
+        self.activity = Activity()
         self.scheduler = EngineScheduler(
             preset=settings.preset,
             max_num_seqs=settings.max_num_seqs,
@@ -113,8 +111,7 @@ class SimEngine:
             "device_steps": self.device.steps,
             "device_busy_s": self.device.busy_s,
             "device_max_engines_per_step": self.device.max_engines_per_step,
-            "completions_first_s": self.completions_first_s,
-            "completions_last_s": self.completions_last_s,
+            **self.activity.summary(asyncio.get_running_loop().time()),
             "process_start_time_seconds": self.start_time,
             "time_scale": self.device.time_scale,
             "faults": self.faults.to_dict(),
@@ -276,11 +273,12 @@ class SimEngine:
             params.request_id, len(params.prompt_ids), params.target_tokens, sink, now, ready
         )
         resp.on_close(lambda: self._drop(request))
-        if self.completions_first_s is None:
-            self.completions_first_s = now
+        self.activity.begin(now)
         self.scheduler.submit(request)
-        outcome = await sink.done
-        self.completions_last_s = loop.time()
+        try:
+            outcome = await sink.done
+        finally:
+            self.activity.end(loop.time())
         self._count(params, outcome)
         if params.stream:
             return  # the writer has ended (or cut) the stream
@@ -307,6 +305,8 @@ class SimEngine:
             return
         if req.path == "/_sim/state" and req.method == "GET":
             resp.send(200, orjson.dumps(self.state()))
+        elif req.path == "/_sim/activity" and req.method == "GET":
+            resp.send(200, orjson.dumps({"idle_gaps": self.activity.gap_list()}))
         elif req.path == "/_sim/faults" and req.method == "POST":
             try:
                 patch = orjson.loads(req.body or b"{}")
