@@ -7,10 +7,6 @@ last one ended (one event-loop clock for the whole fleet process).
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +14,8 @@ import pytest
 
 from narwhal_sim.testing import SimFleet
 from narwhal_store import read_store
+
+from ._command import interrupt_once_written
 
 if TYPE_CHECKING:
     from .conftest import Kit
@@ -109,23 +107,18 @@ def test_interrupt_with_parallel_groups_keeps_what_finished(
     fleet = sim_factory(_groups("g0", "g1"), time_scale=TIME_SCALE)
     fleet.set_faults("g0.prefill", stall=True)
     store_path, _ = kit.outputs(fleet)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "narwhal_profile_cli", "--fleet", str(fleet.fleet_path),
-         *SWEEP, "--parallel-groups", "2", "--format", "json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while not store_path.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, stderr
+    done = interrupt_once_written(
+        store_path,
+        "--fleet",
+        fleet.fleet_path,
+        *SWEEP,
+        "--parallel-groups",
+        "2",
+        "--format",
+        "json",
+    )
+    stdout = done.stdout
+    assert done.returncode == 130, done.stderr
     kept = [p.key.engine for p in read_store(store_path).store.profiles]
     assert kept[0] == "g1.prefill" and "g0.prefill" not in kept, kept
     assert f'"profiles":{len(kept)}' in stdout

@@ -6,7 +6,6 @@ from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import nnls
 
 from ._errors import FitConvergenceError
 
@@ -27,6 +26,8 @@ def nnls_relative(design: NDArray[np.float64], y: NDArray[np.float64]) -> NDArra
     A column that is identically zero gets coefficient 0. ``y`` must be finite and positive
     (callers check). The Lawson-Hanson active-set solver is deterministic.
     """
+    from scipy.optimize import nnls  # deferred: scipy.optimize takes 0.3-1 s to import
+
     weighted = design / y[:, np.newaxis]
     norms = np.linalg.norm(weighted, axis=0)
     active = norms > 0.0

@@ -14,17 +14,18 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from narwhal_engine_client import EngineClient, EngineClientError
+from narwhal_engine_client import EngineClient, EngineClientError, gc_paused
+from narwhal_fit import PrefillFit
 from narwhal_profile_cli._assemble import EngineMeasurement
 from narwhal_profile_cli._colocation import ColocationPlan, neighbour_load, plan_colocation
-from narwhal_profile_cli._decode_sweep import fit_cohorts, run_decode
+from narwhal_profile_cli._decode_sweep import Chores, fit_cohorts, run_decode
 from narwhal_profile_cli._errors import ProfileAbortError, ProfileError, ProfileUsageError
 from narwhal_profile_cli._evidence import check_unchanged, read_evidence
 from narwhal_profile_cli._groups import GroupUnit, group_units, shard_store_path, shard_units
 from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._options import ScaleOut, SweepSettings
 from narwhal_profile_cli._parallel import run_groups
-from narwhal_profile_cli._prefill_sweep import fit_and_gate, run_prefill, warm_up
+from narwhal_profile_cli._prefill_sweep import fit_and_gate, ramp_estimate, run_prefill, warm_up
 from narwhal_profile_cli._preflight import EnginePlan, check_health, preflight
 from narwhal_profile_cli._progress import Progress, sweep_weight
 from narwhal_profile_cli._prompts import PromptFactory
@@ -135,24 +136,32 @@ async def run_live(
                 )
             )
         ids = RequestIds(secrets.token_hex(4))
+        alone = (scale.parallel_groups or 1) == 1 or len(units) == 1
         writer = StoreWriter(fleet, store_path, state, overwrite, sweep, scale, colocations)
 
         async def measure_group(unit: GroupUnit) -> None:
             for entry in unit.engines:
                 plan = plans[entry.iid]
                 measurement = await _measure(
-                    plan, sweep, ids, progress, clock_ns, colocations.get(entry.iid)
+                    plan,
+                    sweep,
+                    ids,
+                    progress,
+                    clock_ns,
+                    colocations.get(entry.iid),
+                    ramp_chores=alone,
                 )
                 for line in await writer.add(measurement):
                     warn(line)
                 progress.finish(entry.iid)
 
-        await run_groups(
-            units,
-            measure_group,
-            scale.parallel_groups or 1,
-            kept=lambda: f"{state.written} finished profile(s) kept in {store_path}",
-        )
+        with gc_paused():  # a full collection stalls the loop for 0.1-0.5 s late in a sweep
+            await run_groups(
+                units,
+                measure_group,
+                scale.parallel_groups or 1,
+                kept=lambda: f"{state.written} finished profile(s) kept in {store_path}",
+            )
 
 
 async def _measure(
@@ -162,8 +171,15 @@ async def _measure(
     progress: Progress,
     clock_ns: Callable[[], int],
     colocation: ColocationPlan | None,
+    *,
+    ramp_chores: bool,
 ) -> EngineMeasurement:
-    """One engine's sweep between two evidence reads (and health checks)."""
+    """One engine's sweep between two evidence reads (and health checks).
+
+    With ``ramp_chores`` (no other group at work), the prefill fit and gate run while the engine
+    prefills a long decode cohort, so its first-fit cost (importing scipy) overlaps the engine's
+    work; otherwise they run after the sweep in a worker thread.
+    """
     probe = plan.probe
     iid = probe.iid
     await check_health(iid, probe.client)
@@ -186,6 +202,13 @@ async def _measure(
             prefill = await run_prefill(
                 probe, points.prefill_lens, sweep.prefill_repeats, prompts, ids, progress
             )
+            fits: list[PrefillFit] = []
+            chores = None
+            if ramp_chores:  # the first fit imports scipy: do it while the engine prefills
+                chores = Chores(
+                    work=lambda: fits.append(fit_and_gate(iid, prefill)),
+                    ramp_s=ramp_estimate(prefill),
+                )
             cohorts = await run_decode(
                 probe,
                 points.decode_input_lens,
@@ -196,6 +219,7 @@ async def _measure(
                 ids,
                 progress,
                 clock_ns,
+                chores,
             )
             neighbours = load.finish()
     except ProfileAbortError as exc:
@@ -214,7 +238,7 @@ async def _measure(
         ) from exc
     check_unchanged(iid, before, after)
     await check_health(iid, probe.client)
-    prefill_fit = await asyncio.to_thread(fit_and_gate, iid, prefill)
+    prefill_fit = fits[0] if fits else await asyncio.to_thread(fit_and_gate, iid, prefill)
     decode_fit = await asyncio.to_thread(fit_cohorts, iid, cohorts)
     return EngineMeasurement(
         plan=plan,
