@@ -123,3 +123,23 @@ def test_interrupt_with_parallel_groups_keeps_what_finished(
     assert kept[0] == "g1.prefill" and "g0.prefill" not in kept, kept
     assert f'"profiles":{len(kept)}' in stdout
     assert f"interrupted; {len(kept)} finished profile(s) kept" in stdout
+
+
+def test_colocated_neighbours_stay_in_the_target_group(
+    kit: Kit, sim_factory: Callable[..., SimFleet]
+) -> None:
+    """With groups side by side, each target's neighbour traffic goes to its own GPU's peer only."""
+    fleet = sim_factory(_groups("g0", "g1"), time_scale=TIME_SCALE)
+    neighbours = ["--colocated", "--neighbour-prefill-rps", "20", "--neighbour-decode-rps", "20",
+                  "--neighbour-prefill-tokens", "256", "--neighbour-decode-input-tokens", "128",
+                  "--neighbour-decode-output-tokens", "64"]  # fmt: skip
+    done = kit.run("--fleet", fleet.fleet_path, *SWEEP, "--parallel-groups", "2", *neighbours)
+    assert done.returncode == 0, done.stderr
+    entries = kit.load(kit.outputs(fleet)[1])["profiles"]
+    assert len(entries) == 4
+    for entry in entries:
+        target = entry["key"]["engine"]
+        group = target.split(".")[0]
+        peers = [r["iid"] for r in entry["neighbours"]]
+        assert peers == [f"{group}.{'decode' if target.endswith('prefill') else 'prefill'}"]
+        assert all(r["completions"] > 0 and r["errors"] == [] for r in entry["neighbours"])

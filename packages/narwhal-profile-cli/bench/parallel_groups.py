@@ -1,12 +1,13 @@
 """``--parallel-groups``: wall time and fit agreement on a 4-group simulated fleet (not a test).
 
-Starts four simulated engines, each on its own simulated GPU (``shared_device.group`` g0..g3,
-default preset, real time unless ``--time-scale``, jitter 0 unless ``--jitter`` so that the runs
-differ only by how they were scheduled), then profiles the fleet twice with the real command as a
-subprocess, default sweep options: one group at a time (``--parallel-groups 1``) and all four at
-once (``--parallel-groups 4``). Prints both wall times and their ratio (target <= 0.35), then, for
-every engine and every measured point (prefill lengths; decode (concurrency, context) points), the
-parallel run's fit against the sequential run's fit (target: within 2% everywhere).
+Starts four simulated engines, each on its own simulated GPU (``shared_device.group`` g0..g3) in
+its own simulator process (default preset, real time unless ``--time-scale``, jitter 0 unless
+``--jitter`` so that the runs differ only by how they were scheduled), then profiles the fleet
+twice with the real command as a subprocess, default sweep options: one group at a time
+(``--parallel-groups 1``) and all four at once (``--parallel-groups 4``). Prints both wall times
+and their ratio (target <= 0.35), then, for every engine and every measured point (prefill
+lengths; decode (concurrency, context) points), the parallel run's fit against the sequential
+run's fit (target: within 2% everywhere).
 
 Run: ``.venv/bin/python packages/narwhal-profile-cli/bench/parallel_groups.py``.
 """
@@ -14,6 +15,7 @@ Run: ``.venv/bin/python packages/narwhal-profile-cli/bench/parallel_groups.py``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
@@ -95,16 +97,26 @@ def main() -> int:
     parser.add_argument("--jitter", type=float, default=0.0)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="narwhal-parallel-"))
-    engines = [
+    engines: list[dict[str, Any]] = [
         {"iid": f"g{g}.mixed", "role": "mixed", "shared_device": {"group": f"g{g}"}}
         for g in range(GROUPS)
     ]
     try:
         config = sim_config({"jitter": args.jitter})
-        with start_sim_fleet(
-            work / "sim", engines, sim_config=config, time_scale=args.time_scale
-        ) as fleet:
-            doc = orjson.loads(fleet.fleet_path.read_bytes())
+        with contextlib.ExitStack() as stack:
+            # One simulator process per GPU group: real GPUs do not share a host event loop.
+            sims = [
+                stack.enter_context(
+                    start_sim_fleet(
+                        work / f"sim-{e['iid']}", [e], sim_config=config, time_scale=args.time_scale
+                    )
+                )
+                for e in engines
+            ]
+            doc = orjson.loads(sims[0].fleet_path.read_bytes())
+            doc["engines"] = [
+                {**e, "url": sim.urls[str(e["iid"])]} for e, sim in zip(engines, sims, strict=True)
+            ]
             doc["profiles"] = {"path": "profiles/fleet-profiles.json"}
             seq_s, sequential = _profile(doc, work / "sequential", 1)
             par_s, parallel = _profile(doc, work / "parallel", GROUPS)
