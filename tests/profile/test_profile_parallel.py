@@ -82,14 +82,26 @@ def test_default_is_one_group_at_a_time(kit: Kit, sim_factory: Callable[..., Sim
     assert [s["parallel_groups"] for s in settings] == [1, 1]
 
 
+@pytest.mark.parametrize("overwrite", [False, True])
 def test_failure_stops_the_other_groups_and_keeps_finished_profiles(
-    kit: Kit, sim_factory: Callable[..., SimFleet]
+    kit: Kit, sim_factory: Callable[..., SimFleet], overwrite: bool
 ) -> None:
-    """g1's second engine fails after its first was written; g0 (stalled) is stopped cleanly."""
+    """g1's second engine fails after its first was written; g0 (stalled) is stopped cleanly.
+
+    With --overwrite, the old outputs were replaced when that first engine completed.
+    """
     fleet = sim_factory(_groups("g0", "g1"), time_scale=TIME_SCALE)
     fleet.set_faults("g0.prefill", stall=True)  # g0 stays at work until it is stopped
     fleet.set_faults("g1.decode", http_error={"status": 500, "rate": 1.0})
-    done = kit.run("--fleet", fleet.fleet_path, *SWEEP, "--parallel-groups", "2", timeout=180)
+    extra = []
+    if overwrite:
+        for old in kit.outputs(fleet):
+            old.parent.mkdir(parents=True, exist_ok=True)
+            old.write_text("an older store\n")
+        extra = ["--overwrite"]
+    done = kit.run(
+        "--fleet", fleet.fleet_path, *SWEEP, "--parallel-groups", "2", *extra, timeout=180
+    )
     assert done.returncode == 1, done.stderr
     assert "engine g1.decode:" in done.stderr and "HTTP 500" in done.stderr, done.stderr
     assert "stopped group g0 mid-sweep (their current engines not written)" in done.stderr
