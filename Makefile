@@ -19,8 +19,9 @@ $(UV):
 	@echo "installing uv $(UV_VERSION) into .tools/uv (no uv on PATH)"
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target .tools/uv "uv==$(UV_VERSION)"
 
-setup: $(UV) ## Create .venv with every workspace package (installs a pinned uv when none is on PATH)
-	@$(UV) sync --all-packages --frozen --quiet
+setup: $(UV) ## Create .venv with every workspace package, bytecode compiled (installs a pinned uv when none is on PATH)
+	@$(UV) sync --all-packages --frozen --quiet --compile-bytecode
+	@$(VENV)/bin/python -m compileall -q packages/*/src tools
 	@echo "ready: $(VENV) holds every narwhal package"
 
 lint: setup ## ruff check and format check

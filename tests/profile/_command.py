@@ -3,8 +3,10 @@ tests/profile_modes, whose conftests import it)."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,3 +50,25 @@ def run_profile_command(*args: str | Path, timeout: float = 240.0) -> ProfileRun
         check=False,
     )
     return ProfileRun(done.returncode, done.stdout, done.stderr)
+
+
+def interrupt_once_written(store: Path, *args: str | Path, wait_s: float = 120.0) -> ProfileRun:
+    """Start the command, send SIGINT (Ctrl-C) as soon as ``store`` exists, and wait for it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "narwhal_profile_cli", *(str(a) for a in args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + wait_s
+        while not store.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return ProfileRun(proc.returncode, stdout, stderr)

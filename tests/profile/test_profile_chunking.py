@@ -3,9 +3,10 @@
 Two simulated engines of the ``flat-5ms`` preset run at half speed: every decode step takes 10 ms
 whatever the batch, on the device's absolute timeline, so the engine serves exactly 10 ms per
 token (long steps and long streams leave the client's stamping noise on a loaded machine far
-below the 5% tolerance). ``e-interval4`` sends a chunk every 4 tokens (vLLM's ``--stream-interval 4``);
-``e-burst3`` is an API server that falls behind and writes 3 steps' chunks back to back.
-Counting chunks as tokens would store 40 ms and 30 ms; the profile must store 10 ms within 5%, keep
+below the 5% tolerance). ``e-interval4`` sends a chunk every 4 tokens (vLLM's
+``--stream-interval 4``); ``e-burst3`` is an API server that falls behind and writes 3 steps'
+chunks back to back. Counting chunks as tokens would store 40 ms and 30 ms; the profile must store
+10 ms within 5%, keep
 every chunk's token count as received, and name the bursty delivery.
 """
 

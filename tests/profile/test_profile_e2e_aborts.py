@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +13,8 @@ import pytest
 
 from narwhal_sim.testing import SimFleet, sim_config
 from narwhal_store import read_store
+
+from ._command import interrupt_once_written
 
 if TYPE_CHECKING:
     from .conftest import Kit
@@ -229,23 +228,11 @@ def test_interrupt_keeps_finished_profiles(kit: Kit, sim_factory: Callable[..., 
     """Ctrl-C after the first engine completed exits 130 and keeps that engine's profile."""
     fleet = sim_factory()
     store_path, _ = kit.outputs(fleet)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "narwhal_profile_cli", "--fleet", str(fleet.fleet_path),
-         *kit.small_sweep, "--prefill-repeats", "30"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while not store_path.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert proc.poll() is None, proc.communicate()
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, stderr
+    done = interrupt_once_written(
+        store_path, "--fleet", fleet.fleet_path, *kit.small_sweep, "--prefill-repeats", "30"
+    )
+    stdout, stderr = done.stdout, done.stderr
+    assert done.returncode == 130, stderr
     assert "interrupted; 1 finished profile(s) kept" in stderr
     assert stdout == ""
     assert [p.key.engine for p in read_store(store_path).store.profiles] == ["g0.prefill"]

@@ -283,12 +283,12 @@ def test_interrupt_outside_a_sweep_reports_130_in_json(
     fleet_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ctrl-C in any mode exits 130 and, with --format json, still prints one result object."""
-    import narwhal_profile_cli.cli as cli_module
+    import narwhal_profile_cli._run as run_module
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_module, "execute", interrupted)
+    monkeypatch.setattr(run_module, "execute", interrupted)
     assert run(["--format", "json", "--fleet", str(fleet_file)]) == 130
     doc = orjson.loads(capsys.readouterr().out)
     assert doc["ok"] is False and doc["error"]["code"] == "interrupted"

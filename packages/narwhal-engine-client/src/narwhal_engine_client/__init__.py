@@ -24,6 +24,7 @@ from narwhal_engine_client._errors import (
     StreamCutError,
 )
 from narwhal_engine_client._evidence import evidence_sha256, gather_attestation, gather_identity
+from narwhal_engine_client._gcpause import gc_paused
 from narwhal_engine_client._metrics import MetricFamily, MetricSample, MetricsSnapshot
 from narwhal_engine_client._replies import ModelCard, TokenizeResult, select_model
 from narwhal_engine_client._sse import StreamRecord
@@ -52,6 +53,7 @@ __all__ = [
     "evidence_sha256",
     "gather_attestation",
     "gather_identity",
+    "gc_paused",
     "select_model",
     "sha256_hex",
     "token_counting",

@@ -9,7 +9,7 @@ coefficients, solved by NNLS:
   decode cohort points built with :func:`decode_window` and :func:`cohort_tpot`.
 
 Fits round-trip through plain dicts (``to_dict``/``from_dict``/:func:`load_fit`). Depends on
-numpy and scipy only.
+numpy and scipy only; scipy is imported at the first fit, not with the package.
 """
 
 from ._bursts import BURST_FRACTION, burst_share

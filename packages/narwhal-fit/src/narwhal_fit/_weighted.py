@@ -26,13 +26,14 @@ def nnls_relative(design: NDArray[np.float64], y: NDArray[np.float64]) -> NDArra
     A column that is identically zero gets coefficient 0. ``y`` must be finite and positive
     (callers check). The Lawson-Hanson active-set solver is deterministic.
     """
+    from scipy.optimize import nnls  # deferred: scipy.optimize takes 0.3-1 s to import
+
     weighted = design / y[:, np.newaxis]
     norms = np.linalg.norm(weighted, axis=0)
     active = norms > 0.0
     scaled = weighted[:, active] / norms[active]
     # scipy is imported here, not with the module: it costs ~1 s of start-up that every command
     # importing narwhal_fit (narwhal-profile, also for a usage error) would pay before any fit
-    from scipy.optimize import nnls
 
     try:
         solution, _ = nnls(scaled, np.ones(y.shape[0]), maxiter=100 * design.shape[1])

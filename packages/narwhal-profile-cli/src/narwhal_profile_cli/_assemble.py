@@ -14,6 +14,7 @@ from narwhal_profile_cli._evidence import generation
 from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._prefill_sweep import PrefillTimings
 from narwhal_profile_cli._preflight import EnginePlan
+from narwhal_profile_cli._result import DISTRIBUTION
 from narwhal_store import (
     PENDING_SHA256,
     AppliedLimits,
@@ -40,7 +41,6 @@ from narwhal_store import (
 )
 
 GENERATOR_NAME = "narwhal-profile"
-DISTRIBUTION = "narwhal-profile-cli"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +102,13 @@ def _decode_sample(cohort: Cohort) -> DecodeSample:
     )
 
 
-def assemble(fleet: LoadedFleet, m: EngineMeasurement) -> Measured:
+def assemble(
+    fleet: LoadedFleet,
+    m: EngineMeasurement,
+    *,
+    parallel_groups: int = 1,
+    shard: str | None = None,
+) -> Measured:
     """The profile (binding, facts, fits, colocation) and its sidecar entry."""
     plan = m.plan
     key = profile_key(fleet, plan.entry.iid)
@@ -122,6 +128,8 @@ def assemble(fleet: LoadedFleet, m: EngineMeasurement) -> Measured:
             if points.limit is None
             else AppliedLimits(max_num_seqs=points.limit),
             prompt_seed=m.prompt_seed,
+            parallel_groups=parallel_groups,
+            shard=shard,
         ),
         prefill_samples=[
             PrefillSample(length=t.length, ttft_s=list(t.ttft_s), request_ids=list(t.request_ids))

@@ -8,7 +8,7 @@ times and token counts are kept, relative to the cohort's first send.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from narwhal_engine_client import StreamRecord
@@ -24,11 +24,11 @@ from narwhal_fit import (
     fit_decode,
 )
 from narwhal_profile_cli._errors import ProfileAbortError
-from narwhal_profile_cli._metrics_watch import MetricsWatch
+from narwhal_profile_cli._metrics_watch import MetricsWatch, Observation
 from narwhal_profile_cli._preflight import EngineProbe
 from narwhal_profile_cli._progress import Progress, cohort_weight
 from narwhal_profile_cli._prompts import PromptFactory
-from narwhal_profile_cli._requests import RequestIds, prepare, verify
+from narwhal_profile_cli._requests import OnWire, PreparedRequest, RequestIds, prepare, verify
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,35 +72,57 @@ def _traces(records: list[StreamRecord]) -> list[StreamTrace]:
     ]
 
 
-async def run_cohort(
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """A cohort whose streams ended: what it was, its records and its metrics watch."""
+
+    input_len: int
+    concurrency: int
+    repeat: int
+    records: list[StreamRecord]
+    watch: MetricsWatch
+
+
+def _cohort_requests(
     probe: EngineProbe,
     input_len: int,
     concurrency: int,
-    repeat: int,
     output_tokens: int,
     prompts: PromptFactory,
     ids: RequestIds,
-    clock_ns: Callable[[], int],
-) -> Cohort:
-    """Start ``concurrency`` streams together and measure their overlap window."""
-    requests = [
-        prepare(
+) -> Iterator[PreparedRequest]:
+    """The cohort's requests, one at a time (so the caller can yield between them)."""
+    for _ in range(concurrency):
+        yield prepare(
             probe,
             prompts.prompt(input_len),
             output_tokens,
             ids.next(probe.iid, f"d{input_len}x{concurrency}"),
         )
-        for _ in range(concurrency)
-    ]
+
+
+async def _stream_all(
+    probe: EngineProbe,
+    requests: list[PreparedRequest],
+    clock_ns: Callable[[], int],
+    on_sent: Callable[[], None],
+    opening: list[Observation],
+) -> tuple[list[StreamRecord], MetricsWatch]:
     client = probe.client
-    async with MetricsWatch(client, clock_ns) as watch:
-        records = list(
-            await asyncio.gather(
-                *(client.stream_completion(r.body, request_id=r.request_id) for r in requests)
+    async with MetricsWatch(client, clock_ns, observations=list(opening)) as watch:
+        records = await asyncio.gather(
+            *(
+                client.stream_completion(r.body, request_id=r.request_id, on_sent=on_sent)
+                for r in requests
             )
         )
-    for request, record in zip(requests, records, strict=True):
-        verify(probe, request, record)
+    return list(records), watch
+
+
+def _judge(ended: _Ended) -> Cohort:
+    """The cohort's window, TPOT and verdict (its requests were verified already)."""
+    input_len, concurrency = ended.input_len, ended.concurrency
+    records, watch = ended.records, ended.watch
     streams = [StreamTimes.from_chunks(r.chunk_ns, r.chunk_tokens) for r in records]
     window = decode_window(streams)
     reasons = watch.problems(window.start_ns, window.end_ns)
@@ -126,13 +148,27 @@ async def run_cohort(
     return Cohort(
         input_len=input_len,
         concurrency=concurrency,
-        repeat=repeat,
+        repeat=ended.repeat,
         streams=_traces(records),
         point=point,
         reason="; ".join(reasons) if reasons else None,
         intervals=intervals,
         burst_share=bursts,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Chores:
+    """Work to run once while the engine prefills a cohort whose ramp is long enough.
+
+    ``ramp_s(input_len, concurrency)`` estimates how long the engine takes to prefill every stream
+    of a cohort (no timing inside that ramp is measured: the window opens at the last stream's
+    first token); ``work`` runs in the first cohort whose estimate reaches ``min_ramp_s``.
+    """
+
+    work: Callable[[], None]
+    ramp_s: Callable[[int, int], float]
+    min_ramp_s: float = 2.0
 
 
 async def run_decode(
@@ -145,20 +181,66 @@ async def run_decode(
     ids: RequestIds,
     progress: Progress,
     clock_ns: Callable[[], int],
+    chores: Chores | None = None,
 ) -> list[Cohort]:
-    """Every cohort of the sweep, valid or not."""
+    """Every cohort of the sweep, valid or not, with no idle engine between cohorts.
+
+    Once a cohort's streams are on the wire, while the engine prefills them, the previous cohort
+    is judged and the next cohort's prompts and bodies are built (one request at a time, yielding
+    in between), and ``chores`` run in the first ramp long enough for them. Each cohort's requests
+    are verified as soon as it ends, so a failed request aborts before the next cohort is sent.
+    """
+    plan = [
+        (input_len, n, repeat)
+        for input_len in input_lens
+        for n in concurrencies
+        for repeat in range(repeats)
+    ]
     cohorts: list[Cohort] = []
-    for input_len in input_lens:
-        for n in concurrencies:
-            for repeat in range(repeats):
-                point = f"input {input_len} x {n} streams, repeat {repeat + 1}/{repeats}"
-                progress.update(probe.iid, "decode", point)
-                cohort = await run_cohort(
-                    probe, input_len, n, repeat, output_tokens, prompts, ids, clock_ns
-                )
-                cohorts.append(cohort)
-                done = cohort_weight(input_len, n, output_tokens)
-                progress.update(probe.iid, "decode", point, done=done)
+    if not plan:
+        return cohorts
+    first_len, first_n, _ = plan[0]
+    upcoming = list(_cohort_requests(probe, first_len, first_n, output_tokens, prompts, ids))
+    ended: _Ended | None = None
+    pending_chores = chores
+    for index, (input_len, n, repeat) in enumerate(plan):
+        label = f"input {input_len} x {n} streams, repeat {repeat + 1}/{repeats}"
+        progress.update(probe.iid, "decode", label)
+        on_wire = OnWire(n)
+        requests = upcoming
+        opening = [] if ended is None else ended.watch.last()
+        task = asyncio.create_task(_stream_all(probe, requests, clock_ns, on_wire, opening))
+        try:
+            await on_wire.wait(task)
+            if ended is not None:
+                cohorts.append(_judge(ended))
+                ended = None
+            if pending_chores is not None and pending_chores.ramp_s(input_len, n) >= (
+                pending_chores.min_ramp_s
+            ):
+                pending_chores.work()
+                pending_chores = None
+            if index + 1 < len(plan):
+                next_len, next_n, _ = plan[index + 1]
+                upcoming = []
+                for request in _cohort_requests(
+                    probe, next_len, next_n, output_tokens, prompts, ids
+                ):
+                    upcoming.append(request)
+                    await asyncio.sleep(0)
+            records, watch = await task
+        except BaseException:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise
+        for request, record in zip(requests, records, strict=True):
+            verify(probe, request, record)
+        ended = _Ended(input_len, n, repeat, records, watch)
+        progress.update(probe.iid, "decode", label, done=cohort_weight(input_len, n, output_tokens))
+    if ended is not None:
+        cohorts.append(_judge(ended))
+    if pending_chores is not None:
+        pending_chores.work()
     return cohorts
 
 

@@ -1,49 +1,43 @@
 """The live sweep (DESIGN §4, §6, §7): select, preflight all, then measure and write each engine.
 
-The store and sidecar are written when the first engine completes and rewritten after each later
-one, so an abort or an interrupt keeps every finished profile.
+Engines are measured group by group (``_parallel``: up to ``--parallel-groups`` GPU groups at
+once, one engine per group at a time); ``_writer`` rewrites the store after each engine, so an
+abort or an interrupt keeps every finished profile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from narwhal_engine_client import EngineClient, EngineClientError
-from narwhal_profile_cli._assemble import EngineMeasurement, Measured, assemble, documents
+from narwhal_engine_client import EngineClient, EngineClientError, gc_paused
+from narwhal_fit import PrefillFit
+from narwhal_profile_cli._assemble import EngineMeasurement
 from narwhal_profile_cli._colocation import ColocationPlan, neighbour_load, plan_colocation
-from narwhal_profile_cli._decode_sweep import fit_cohorts, run_decode
+from narwhal_profile_cli._decode_sweep import Chores, fit_cohorts, run_decode
 from narwhal_profile_cli._errors import ProfileAbortError, ProfileError, ProfileUsageError
 from narwhal_profile_cli._evidence import check_unchanged, read_evidence
+from narwhal_profile_cli._groups import GroupUnit, group_units, shard_store_path, shard_units
 from narwhal_profile_cli._neighbours import NeighbourSettings
-from narwhal_profile_cli._options import SweepSettings
-from narwhal_profile_cli._prefill_sweep import fit_and_gate, run_prefill, warm_up
+from narwhal_profile_cli._options import ScaleOut, SweepSettings
+from narwhal_profile_cli._parallel import run_groups
+from narwhal_profile_cli._prefill_sweep import fit_and_gate, ramp_estimate, run_prefill, warm_up
 from narwhal_profile_cli._preflight import EnginePlan, check_health, preflight
 from narwhal_profile_cli._progress import Progress, sweep_weight
 from narwhal_profile_cli._prompts import PromptFactory
-from narwhal_profile_cli._quality import decode_warnings
 from narwhal_profile_cli._requests import RequestIds
+from narwhal_profile_cli._writer import LiveState, StoreWriter
 from narwhal_store import (
-    DestinationError,
     EngineEntry,
     LimitsFile,
     LoadedFleet,
     StoreError,
     check_destination,
-    write_store,
 )
-
-
-@dataclass(slots=True)
-class LiveState:
-    """What the sweep has written so far (read after an abort or an interrupt)."""
-
-    written: int = 0
-    measured: list[Measured] = field(default_factory=list)
 
 
 def select_engines(fleet: LoadedFleet, only: Sequence[str]) -> list[EngineEntry]:
@@ -64,10 +58,6 @@ def select_engines(fleet: LoadedFleet, only: Sequence[str]) -> list[EngineEntry]
     return [e for e in engines if e.iid in set(only)]
 
 
-def _write_mode(overwrite: bool, written: int) -> Literal["fresh", "replace"]:
-    return "replace" if overwrite or written > 0 else "fresh"
-
-
 @contextlib.asynccontextmanager
 async def _clients(
     entries: Sequence[EngineEntry], clock_ns: Callable[[], int], connections: int
@@ -77,7 +67,12 @@ async def _clients(
         for entry in entries:
             try:
                 client = EngineClient.from_env(
-                    entry.url, entry.api_key_env, clock_ns=clock_ns, max_connections=connections
+                    entry.url,
+                    entry.api_key_env,
+                    clock_ns=clock_ns,
+                    max_connections=connections,
+                    # the raw HTTP/1.1 transport: a third of httpx's CPU per chunk, connections kept
+                    stream_transport="raw" if entry.url.startswith("http://") else "httpx",
                 )
             except EngineClientError as exc:
                 raise ProfileUsageError(f"engine {entry.iid}: {exc}", engine=entry.iid) from exc
@@ -95,16 +90,25 @@ async def run_live(
     overwrite: bool,
     progress: Progress,
     state: LiveState,
+    scale: ScaleOut | None = None,
     clock_ns: Callable[[], int] = time.perf_counter_ns,
     warn: Callable[[str], None] = lambda message: None,
 ) -> None:
     """Measure the selected engines of ``fleet`` into its ``profiles.path``.
 
-    ``warn`` receives one line per engine whose decode points were left out of its fit, and the
-    decode-fit and bursty-delivery warnings of ``_quality``.
+    With ``scale``, engines of up to ``parallel_groups`` GPU groups are measured at once (one
+    engine per group at a time), and ``shard`` picks this process's share of the groups, written
+    to :func:`shard_store_path`. ``warn`` receives one line per engine whose decode points were
+    left out of its fit, and the decode-fit and bursty-delivery warnings of ``_quality``.
     """
-    selected = select_engines(fleet, only)
-    store_path = fleet.profiles_path
+    scale = scale or ScaleOut()
+    units = group_units(select_engines(fleet, only))
+    if scale.shard is not None:
+        units = shard_units(units, scale.shard)
+    selected = [entry for unit in units for entry in unit.engines]
+    store_path = shard_store_path(fleet.profiles_path, scale.shard)
+    state.path = store_path
+    state.order = {e.iid: i for i, e in enumerate(fleet.config.engines)}
     try:
         check_destination(store_path, mode="replace" if overwrite else "fresh")
     except StoreError as exc:
@@ -113,17 +117,18 @@ async def run_live(
     # Every stream of the largest cohort needs its own connection (plus metrics polls).
     connections = max(256, max(sweep.decode_concurrency) + 8)
     async with _clients(needed, clock_ns, connections) as clients:
-        plans: list[EnginePlan] = []
+        plans: dict[str, EnginePlan] = {}
         for entry in selected:
             limit = None
             if limits is not None and entry.iid in limits.engines:
                 limit = limits.engines[entry.iid].max_num_seqs
             progress.update(entry.iid, "preflight", "health, max_model_len, evidence")
-            plans.append(await preflight(entry, clients[entry.iid], sweep, limit))
+            plans[entry.iid] = await preflight(entry, clients[entry.iid], sweep, limit)
+            progress.finish(entry.iid)
         colocations: dict[str, ColocationPlan] = {}
         if colocation is not None:
             colocations = await plan_colocation(fleet, selected, clients, colocation)
-        for plan in plans:
+        for plan in plans.values():
             points = plan.points
             progress.add_work(
                 sweep_weight(
@@ -135,40 +140,33 @@ async def run_live(
                     sweep.decode_tokens,
                 )
             )
-        run_id = secrets.token_hex(4)
-        ids = RequestIds(run_id)
-        for plan in plans:
-            measurement = await _measure(
-                plan, sweep, ids, progress, clock_ns, colocations.get(plan.entry.iid)
-            )
-            left_out = [c for c in measurement.cohorts if c.point is None]
-            if left_out:
-                warn(
-                    f"{plan.entry.iid}: {len(left_out)} decode point(s) left out of the fit: "
-                    + "; ".join(
-                        f"input {c.input_len} x {c.concurrency}: {c.reason}" for c in left_out
-                    )
+        ids = RequestIds(secrets.token_hex(4))
+        alone = (scale.parallel_groups or 1) == 1 or len(units) == 1
+        writer = StoreWriter(fleet, store_path, state, overwrite, sweep, scale, colocations)
+
+        async def measure_group(unit: GroupUnit) -> None:
+            for entry in unit.engines:
+                plan = plans[entry.iid]
+                measurement = await _measure(
+                    plan,
+                    sweep,
+                    ids,
+                    progress,
+                    clock_ns,
+                    colocations.get(entry.iid),
+                    ramp_chores=alone,
                 )
-            measured = assemble(fleet, measurement)
-            state.measured.append(measured)
-            for line in decode_warnings(
-                plan.entry.iid,
-                measured.profile.decode_fit,
-                measurement.cohorts,
-                decode_tokens=sweep.decode_tokens,
-                colocated=plan.entry.iid in colocations,
-            ):
-                warn(line)
-            store, sidecar = documents(fleet, state.measured)
-            try:
-                write_store(store_path, store, sidecar, mode=_write_mode(overwrite, state.written))
-            except DestinationError as exc:  # e.g. created or replaced by a symlink meanwhile
-                raise ProfileUsageError(f"{exc}", code="destination") from exc
-            except StoreError as exc:
-                raise ProfileError(
-                    f"cannot write {store_path}: {exc}", code="write_failed"
-                ) from exc
-            state.written = len(state.measured)
+                for line in await writer.add(measurement):
+                    warn(line)
+                progress.finish(entry.iid)
+
+        with gc_paused():  # a full collection stalls the loop for 0.1-0.5 s late in a sweep
+            await run_groups(
+                units,
+                measure_group,
+                scale.parallel_groups or 1,
+                kept=lambda: f"{state.written} finished profile(s) kept in {store_path}",
+            )
 
 
 async def _measure(
@@ -178,8 +176,15 @@ async def _measure(
     progress: Progress,
     clock_ns: Callable[[], int],
     colocation: ColocationPlan | None,
+    *,
+    ramp_chores: bool,
 ) -> EngineMeasurement:
-    """One engine's sweep between two evidence reads (and health checks)."""
+    """One engine's sweep between two evidence reads (and health checks).
+
+    With ``ramp_chores`` (no other group at work), the prefill fit and gate run while the engine
+    prefills a long decode cohort, so its first-fit cost (importing scipy) overlaps the engine's
+    work; otherwise they run after the sweep in a worker thread.
+    """
     probe = plan.probe
     iid = probe.iid
     await check_health(iid, probe.client)
@@ -202,6 +207,13 @@ async def _measure(
             prefill = await run_prefill(
                 probe, points.prefill_lens, sweep.prefill_repeats, prompts, ids, progress
             )
+            fits: list[PrefillFit] = []
+            chores = None
+            if ramp_chores:  # the first fit imports scipy: do it while the engine prefills
+                chores = Chores(
+                    work=lambda: fits.append(fit_and_gate(iid, prefill)),
+                    ramp_s=ramp_estimate(prefill),
+                )
             cohorts = await run_decode(
                 probe,
                 points.decode_input_lens,
@@ -212,6 +224,7 @@ async def _measure(
                 ids,
                 progress,
                 clock_ns,
+                chores,
             )
             neighbours = load.finish()
     except ProfileAbortError as exc:
@@ -230,8 +243,8 @@ async def _measure(
         ) from exc
     check_unchanged(iid, before, after)
     await check_health(iid, probe.client)
-    prefill_fit = fit_and_gate(iid, prefill)
-    decode_fit = fit_cohorts(iid, cohorts)
+    prefill_fit = fits[0] if fits else await asyncio.to_thread(fit_and_gate, iid, prefill)
+    decode_fit = await asyncio.to_thread(fit_cohorts, iid, cohorts)
     return EngineMeasurement(
         plan=plan,
         sweep_tokens=sweep.decode_tokens,

@@ -71,7 +71,12 @@ def _counter(snapshot: MetricsSnapshot, name: str) -> float | None:
 
 @dataclass(slots=True)
 class MetricsWatch:
-    """Async context manager polling ``/metrics`` of one engine while a cohort runs."""
+    """Async context manager polling ``/metrics`` of one engine while a cohort runs.
+
+    Seeded with ``observations=[previous.last()]``, it reuses the reading that closed the previous
+    cohort of the same engine as its opening one (nothing ran on the engine in between), so no
+    ``/metrics`` round trip delays the cohort's start.
+    """
 
     client: EngineClient
     clock_ns: Callable[[], int]
@@ -95,7 +100,8 @@ class MetricsWatch:
             await self._read()
 
     async def __aenter__(self) -> Self:
-        await self._read()
+        if not self.observations:  # else seeded with the previous cohort's closing reading
+            await self._read()
         self._task = asyncio.create_task(self._poll())
         return self
 
@@ -142,6 +148,10 @@ class MetricsWatch:
                 "(KV cache exhausted)"
             )
         return found
+
+    def last(self) -> list[Observation]:
+        """The closing reading, to seed the next watch with (empty after a failed read)."""
+        return self.observations[-1:] if not self.errors else []
 
     def max_waiting(self) -> float:
         """The most waiting requests seen at any reading."""

@@ -56,6 +56,8 @@ def select_mode(options: ProfileOptions) -> ModePlan:
             )
     if merging or refitting:
         flag = "--merge" if merging else "--refit-samples"
+        for scale_flag in options.scale.given():
+            raise ProfileUsageError(f"{scale_flag} applies to live sweeps, not to {flag}")
         if options.out is None:
             raise ProfileUsageError(f"{flag} requires --out PATH (a fresh profile destination)")
         if neighbours_given:
@@ -68,6 +70,8 @@ def select_mode(options: ProfileOptions) -> ModePlan:
             out=options.out,
             colocation=None,
         )
+    if options.scale.shard is not None and options.only:
+        raise ProfileUsageError("--shard is exclusive with --only")
     if options.out is not None:
         raise ProfileUsageError(
             "--out applies only to --refit-samples and --merge; live sweeps write the fleet's "

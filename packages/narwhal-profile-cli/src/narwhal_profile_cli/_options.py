@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -118,6 +118,7 @@ class ProfileOptions:
     sweep: SweepSettings
     colocated: bool
     neighbours: NeighbourValues
+    scale: ScaleOut = field(default_factory=lambda: ScaleOut())
 
 
 def _show(raw: str) -> str:
@@ -254,6 +255,8 @@ class RawOptions:
     neighbour_prefill_tokens: str | None = None
     neighbour_decode_input_tokens: str | None = None
     neighbour_decode_output_tokens: str | None = None
+    parallel_groups: str | None = None
+    shard: str | None = None
 
 
 def validate(raw: RawOptions) -> ProfileOptions:
@@ -319,6 +322,10 @@ def validate(raw: RawOptions) -> ProfileOptions:
         sweep=sweep,
         colocated=raw.colocated,
         neighbours=neighbours,
+        scale=ScaleOut(
+            parallel_groups=parse_parallel_groups(raw.parallel_groups),
+            shard=None if raw.shard is None else parse_shard(raw.shard),
+        ),
     )
 
 
@@ -332,3 +339,56 @@ def _maybe_int(option: str, raw: str | None) -> int | None:
     if raw is None:
         return None
     return parse_positive_int(option, raw)
+
+
+# Scale-out (issue 15): GPU groups measured side by side, and a share of the fleet per machine.
+MAX_PARALLEL_GROUPS = 256
+_SHARD = re.compile(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """``--shard K/M``: this process measures share ``index`` (1-based) of ``count``."""
+
+    index: int
+    count: int
+
+    def label(self) -> str:
+        """``K/M``."""
+        return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleOut:
+    """``--parallel-groups`` (None when not given: one group at a time) and ``--shard``."""
+
+    parallel_groups: int | None = None
+    shard: Shard | None = None
+
+    def given(self) -> list[str]:
+        """The scale-out options that were supplied."""
+        flags = [("--parallel-groups", self.parallel_groups), ("--shard", self.shard)]
+        return [flag for flag, value in flags if value is not None]
+
+
+def parse_shard(raw: str) -> Shard:
+    """``K/M`` with 1 <= K <= M."""
+    match = _SHARD.fullmatch(raw)
+    if match is None:
+        raise ProfileUsageError(f"--shard: {_show(raw)} is not K/M (e.g. 1/2)")
+    index, count = int(match[1]), int(match[2])
+    if count < 1 or not 1 <= index <= count:
+        raise ProfileUsageError(f"--shard: {_show(raw)} needs 1 <= K <= M")
+    return Shard(index, count)
+
+
+def parse_parallel_groups(raw: str | None) -> int | None:
+    """``--parallel-groups N``: 1 to MAX_PARALLEL_GROUPS (None when not given)."""
+    if raw is None:
+        return None
+    value = parse_positive_int("--parallel-groups", raw)
+    if value > MAX_PARALLEL_GROUPS:
+        raise ProfileUsageError(
+            f"--parallel-groups: {value} is above the maximum of {MAX_PARALLEL_GROUPS}"
+        )
+    return value

@@ -6,6 +6,9 @@ The fit uses each length's median; the representative fit must pass the referenc
 
 from __future__ import annotations
 
+import asyncio
+import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from narwhal_fit import PrefillFit
@@ -14,7 +17,7 @@ from narwhal_profile_cli._prefill_gate import gated_prefill_fit
 from narwhal_profile_cli._preflight import EngineProbe
 from narwhal_profile_cli._progress import Progress, prefill_weight
 from narwhal_profile_cli._prompts import PromptFactory
-from narwhal_profile_cli._requests import RequestIds, prepare, verify
+from narwhal_profile_cli._requests import OnWire, PreparedRequest, RequestIds, prepare, verify
 
 
 @dataclass(slots=True)
@@ -42,29 +45,49 @@ async def run_prefill(
     ids: RequestIds,
     progress: Progress,
 ) -> list[PrefillTimings]:
-    """``repeats`` sequential single-token requests at each length."""
-    samples: list[PrefillTimings] = []
-    for length in lengths:
-        timings = PrefillTimings(length, [], [])
-        for repeat in range(repeats):
-            progress.update(probe.iid, "prefill", f"L={length} repeat {repeat + 1}/{repeats}")
-            request = prepare(probe, prompts.prompt(length), 1, ids.next(probe.iid, f"p{length}"))
-            record = await probe.client.stream_completion(
-                request.body, request_id=request.request_id
+    """``repeats`` sequential single-token requests at each length.
+
+    Each next request is built once the current one is on the wire, while the engine prefills it
+    (lengths ascend, so building the next prompt takes a small share of the current TTFT).
+    """
+    plan = [(length, repeat) for length in lengths for repeat in range(repeats)]
+    samples = {length: PrefillTimings(length, [], []) for length in lengths}
+
+    def build(length: int) -> PreparedRequest:
+        return prepare(probe, prompts.prompt(length), 1, ids.next(probe.iid, f"p{length}"))
+
+    upcoming = build(plan[0][0]) if plan else None
+    for index, (length, repeat) in enumerate(plan):
+        request = upcoming
+        assert request is not None
+        progress.update(probe.iid, "prefill", f"L={length} repeat {repeat + 1}/{repeats}")
+        on_wire = OnWire()
+        task = asyncio.create_task(
+            probe.client.stream_completion(
+                request.body, request_id=request.request_id, on_sent=on_wire
             )
-            verify(probe, request, record)
-            ttft = record.ttft_s
-            if ttft is None or ttft <= 0:
-                raise ProfileAbortError(
-                    f"engine {probe.iid}: request {request.request_id} has no positive TTFT",
-                    engine=probe.iid,
-                    code="engine_error",
-                )
-            timings.ttft_s.append(ttft)
-            timings.request_ids.append(request.request_id)
-            progress.update(probe.iid, "prefill", f"L={length}", done=prefill_weight(length))
-        samples.append(timings)
-    return samples
+        )
+        try:
+            await on_wire.wait(task)
+            if index + 1 < len(plan):
+                upcoming = build(plan[index + 1][0])
+            record = await task
+        except BaseException:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise
+        verify(probe, request, record)
+        ttft = record.ttft_s
+        if ttft is None or ttft <= 0:
+            raise ProfileAbortError(
+                f"engine {probe.iid}: request {request.request_id} has no positive TTFT",
+                engine=probe.iid,
+                code="engine_error",
+            )
+        samples[length].ttft_s.append(ttft)
+        samples[length].request_ids.append(request.request_id)
+        progress.update(probe.iid, "prefill", f"L={length}", done=prefill_weight(length))
+    return list(samples.values())
 
 
 def fit_and_gate(iid: str, samples: list[PrefillTimings]) -> PrefillFit:
@@ -72,3 +95,15 @@ def fit_and_gate(iid: str, samples: list[PrefillTimings]) -> PrefillFit:
     return gated_prefill_fit(
         {s.length: s.ttft_s for s in samples}, subject=f"engine {iid}", iid=iid
     )
+
+
+def ramp_estimate(samples: list[PrefillTimings]) -> Callable[[int, int], float]:
+    """Seconds the engine needs to prefill ``n`` prompts of ``input_len`` tokens: ``n`` times the
+    median TTFT at the longest measured length not above ``input_len`` (0 when none is)."""
+    medians = sorted((s.length, statistics.median(s.ttft_s)) for s in samples if s.ttft_s)
+
+    def ramp(input_len: int, n: int) -> float:
+        below = [ttft for length, ttft in medians if length <= input_len]
+        return n * below[-1] if below else 0.0
+
+    return ramp

@@ -52,6 +52,9 @@ def _duration(seconds: float) -> str:
 class Progress:
     """A one-line status rewritten in place; silent when ``enabled`` is false.
 
+    The line shows every engine at work (one per GPU group with ``--parallel-groups``), each as
+    ``engine · phase · point``, then the ETA; :meth:`finish` takes an engine off the line.
+
     Work is counted in units of roughly the time each request takes on a typical GPU
     (:func:`prefill_weight`, :func:`cohort_weight`); the ETA is the elapsed time per finished unit
     times the units left, so it adapts to how fast the engine really is.
@@ -71,6 +74,7 @@ class Progress:
         self._total = 0.0
         self._done = 0.0
         self._width = 0
+        self._at_work: dict[str, str] = {}
 
     @classmethod
     def for_stream(cls, stream: TextIO) -> Progress:
@@ -90,13 +94,22 @@ class Progress:
         self._done += done
         if not self.enabled:
             return
+        self._at_work[engine] = f"{engine} · {phase} · {point}"
+        self._show()
+
+    def finish(self, engine: str) -> None:
+        """Take ``engine`` off the status line (its sweep ended)."""
+        if self._at_work.pop(engine, None) is not None and self._at_work:
+            self._show()
+
+    def _show(self) -> None:
         elapsed = (self._clock_ns() - self._start_ns) / 1e9
         eta = "?"
         if self._done > 0 and self._total > self._done:
             eta = _duration(elapsed / self._done * (self._total - self._done))
         elif self._total and self._done >= self._total:
             eta = "0s"
-        line = f"{engine} · {phase} · {point} · ETA {eta}"
+        line = " | ".join(self._at_work.values()) + f" · ETA {eta}"
         pad = max(0, self._width - len(line))
         self._width = len(line)
         self._stream.write("\r" + line + " " * pad)

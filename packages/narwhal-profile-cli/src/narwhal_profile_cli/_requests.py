@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 from narwhal_engine_client import StreamRecord, TokenCounting, completion_body
 from narwhal_profile_cli._errors import ProfileAbortError
@@ -26,6 +28,30 @@ class RequestIds:
     def next(self, iid: str, tag: str) -> str:
         """A new request id for ``iid``."""
         return f"np-{self.run_id}-{iid}-{tag}-{next(self._counter)}"
+
+
+class OnWire:
+    """Counts requests starting onto the wire (the engine client's ``on_sent``), so work for the
+    next requests can wait until the engine has this one and then run while it works."""
+
+    def __init__(self, expected: int = 1) -> None:
+        self._event = asyncio.Event()
+        self._left = expected
+
+    def __call__(self) -> None:
+        self._left -= 1
+        if self._left <= 0:
+            self._event.set()
+
+    async def wait(self, task: asyncio.Future[Any]) -> None:
+        """Until every expected request is on the wire (or ``task``, which sends them, ended),
+        then one more loop turn so the last request's body reaches the socket."""
+        waiter = asyncio.ensure_future(self._event.wait())
+        try:
+            await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        await asyncio.sleep(0)
 
 
 @dataclass(frozen=True, slots=True)

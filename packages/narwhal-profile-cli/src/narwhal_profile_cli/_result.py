@@ -10,11 +10,11 @@ import orjson
 
 from narwhal_profile_cli._errors import ProfileError
 from narwhal_profile_cli._options import OutputFormat
-from narwhal_profile_cli._quality import fit_lines
 
 RESULT_FORMAT = "narwhal.profile.result"
 RESULT_FORMAT_VERSION = 1
 PROG = "narwhal-profile"
+DISTRIBUTION = "narwhal-profile-cli"
 
 
 @dataclass(slots=True)
@@ -89,6 +89,8 @@ def emit(
         stderr.write(error_line(result.error) + "\n")
         stderr.flush()
     elif result.mode is not None and result.path is not None:
+        from narwhal_profile_cli._quality import fit_lines  # deferred: keeps --version light
+
         for line in fit_lines(result.fits):
             stdout.write(line + "\n")
         stdout.write(success_line(result.mode, result.profiles, result.path) + "\n")

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TextIO
 
 from narwhal_profile_cli._errors import ProfileInterrupted, ProfileUsageError
-from narwhal_profile_cli._live import LiveState, run_live
+from narwhal_profile_cli._groups import shard_store_path
+from narwhal_profile_cli._live import run_live
 from narwhal_profile_cli._merge import merge_into
 from narwhal_profile_cli._modes import ModePlan, select_mode
 from narwhal_profile_cli._options import ProfileOptions
@@ -17,6 +18,7 @@ from narwhal_profile_cli._progress import Progress
 from narwhal_profile_cli._quality import fit_figures
 from narwhal_profile_cli._refit import refit_from_samples
 from narwhal_profile_cli._result import CommandResult
+from narwhal_profile_cli._writer import LiveState
 from narwhal_store import (
     LimitsFile,
     LoadedFleet,
@@ -104,8 +106,8 @@ def _live(
     result: CommandResult,
     stderr: TextIO,
 ) -> None:
-    result.path = fleet.profiles_path
-    result.samples_path = sidecar_path(fleet.profiles_path)
+    path = shard_store_path(fleet.profiles_path, options.scale.shard)
+    result.path, result.samples_path = path, sidecar_path(path)
     progress = Progress.for_stream(stderr)
     state = LiveState()
     try:
@@ -119,12 +121,13 @@ def _live(
                 overwrite=options.overwrite,
                 progress=progress,
                 state=state,
+                scale=options.scale,
                 warn=lambda message: progress.warn(f"narwhal-profile: warning: {message}"),
             )
         )
     except KeyboardInterrupt:
         kept = (
-            f"{state.written} finished profile(s) kept in {fleet.profiles_path}"
+            f"{state.written} finished profile(s) kept in {path}"
             if state.written
             else "no profile was finished, nothing was written"
         )
@@ -132,4 +135,4 @@ def _live(
     finally:
         progress.close()
         result.profiles = state.written
-        result.fits = fit_figures([m.profile for m in state.measured[: state.written]])
+        result.fits = fit_figures([m.profile for m in state.kept()])

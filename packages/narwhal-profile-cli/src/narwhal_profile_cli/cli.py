@@ -13,7 +13,6 @@ from typing import Annotated
 
 import typer
 
-from narwhal_profile_cli._assemble import DISTRIBUTION
 from narwhal_profile_cli._errors import ProfileError, ProfileInterrupted, ProfileUsageError
 from narwhal_profile_cli._options import (
     DEFAULT_DECODE_CONCURRENCY,
@@ -26,8 +25,7 @@ from narwhal_profile_cli._options import (
     RawOptions,
     validate,
 )
-from narwhal_profile_cli._result import PROG, CommandResult, emit
-from narwhal_profile_cli._run import execute
+from narwhal_profile_cli._result import DISTRIBUTION, PROG, CommandResult, emit
 
 _SWEEP = "Prefill and decode sweeps"
 _NEIGHBOURS = "Shared-GPU neighbour traffic"
@@ -199,6 +197,22 @@ def profile(
             help="Output tokens per decode neighbour request.",
         ),
     ] = None,
+    parallel_groups: Annotated[
+        str | None,
+        typer.Option(
+            "--parallel-groups",
+            metavar="N",
+            help="Measure engines of up to N different shared_device groups at once (default 1).",
+        ),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="K/M",
+            help="Measure share K of M of the fleet's GPU groups, each group whole.",
+        ),
+    ] = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -232,11 +246,16 @@ def profile(
         neighbour_prefill_tokens=neighbour_prefill_tokens,
         neighbour_decode_input_tokens=neighbour_decode_input_tokens,
         neighbour_decode_output_tokens=neighbour_decode_output_tokens,
+        parallel_groups=parallel_groups,
+        shard=shard,
     )
     result = CommandResult()
     fmt: OutputFormat = "json" if output_format == "json" else "text"
     try:
         options = validate(raw)
+        # The modes (httpx, numpy, scipy, pydantic) load only now: --version and --help stay fast.
+        from narwhal_profile_cli._run import execute
+
         execute(options, result, stderr=sys.stderr)
     except ProfileError as exc:
         result.error = exc
@@ -263,7 +282,7 @@ def _wants_json(args: Sequence[str]) -> bool:
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the command with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
     app.command(context_settings={"help_option_names": ["-h", "--help"]})(profile)
     command = typer.main.get_command(app)
     try:

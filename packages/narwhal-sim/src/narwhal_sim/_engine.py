@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from ._activity import Activity
 from ._auth import GUARDED, UNAUTHORIZED, authorized, env_key
 from ._bodies import completion_body
 from ._completions import ApiError, CompletionParams, parse_completion
@@ -52,6 +53,7 @@ class SimEngine:
         self.api_key = env_key(settings.api_key_env)
         self.start_time = time.time()
         self.stats = EngineStats()
+        self.activity = Activity()
         self.scheduler = EngineScheduler(
             preset=settings.preset,
             max_num_seqs=settings.max_num_seqs,
@@ -108,6 +110,8 @@ class SimEngine:
             "kv_used_tokens": sch.kv_used_tokens(),
             "device_steps": self.device.steps,
             "device_busy_s": self.device.busy_s,
+            "device_max_engines_per_step": self.device.max_engines_per_step,
+            **self.activity.summary(asyncio.get_running_loop().time()),
             "process_start_time_seconds": self.start_time,
             "time_scale": self.device.time_scale,
             "faults": self.faults.to_dict(),
@@ -269,8 +273,12 @@ class SimEngine:
             params.request_id, len(params.prompt_ids), params.target_tokens, sink, now, ready
         )
         resp.on_close(lambda: self._drop(request))
+        self.activity.begin(now)
         self.scheduler.submit(request)
-        outcome = await sink.done
+        try:
+            outcome = await sink.done
+        finally:
+            self.activity.end(loop.time())
         self._count(params, outcome)
         if params.stream:
             return  # the writer has ended (or cut) the stream
@@ -297,6 +305,8 @@ class SimEngine:
             return
         if req.path == "/_sim/state" and req.method == "GET":
             resp.send(200, orjson.dumps(self.state()))
+        elif req.path == "/_sim/activity" and req.method == "GET":
+            resp.send(200, orjson.dumps({"idle_gaps": self.activity.gap_list()}))
         elif req.path == "/_sim/faults" and req.method == "POST":
             try:
                 patch = orjson.loads(req.body or b"{}")

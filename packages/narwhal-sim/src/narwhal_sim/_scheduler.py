@@ -216,6 +216,7 @@ class Device:
         self._timeline = 0.0
         self.busy_s = 0.0  # simulated seconds spent in steps
         self.steps = 0
+        self.max_engines_per_step = 0  # most engines of this device with work in one step
 
     def attach(self, engine: EngineScheduler) -> None:
         """Put an engine on this device."""
@@ -280,6 +281,7 @@ class Device:
             end = start + duration
             self.busy_s += duration * scale
             self.steps += 1
+            self.max_engines_per_step = max(self.max_engines_per_step, len(plans))
             delay = end - loop.time() - _WAKE_BIAS_S
             await asyncio.sleep(max(delay, 0.0))  # always yield: a late device must not starve I/O
             self._timeline = end

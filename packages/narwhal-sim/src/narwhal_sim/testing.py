@@ -108,6 +108,11 @@ class SimFleet:
         with urllib.request.urlopen(f"{self.urls[iid]}/_sim/state", timeout=10) as resp:
             return dict(orjson.loads(resp.read()))
 
+    def idle_gaps(self, iid: str) -> list[tuple[float, float]]:
+        """Engine ``iid``'s idle gaps between busy spans, ``(start_s, duration_s)``."""
+        with urllib.request.urlopen(f"{self.urls[iid]}/_sim/activity", timeout=10) as resp:
+            return [(float(a), float(b)) for a, b in orjson.loads(resp.read())["idle_gaps"]]
+
     def stop(self) -> None:
         """SIGTERM the simulator and wait for it (SIGKILL after a timeout)."""
         if self._stopped:

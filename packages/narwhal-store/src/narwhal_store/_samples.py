@@ -60,6 +60,10 @@ class SweepSettings(StrictModel):
     decode_repeats: PosInt
     limits_applied: AppliedLimits | None
     prompt_seed: int
+    parallel_groups: PosInt | None = None
+    """``--parallel-groups`` of the live sweep (None in sidecars written before it existed)."""
+    shard: Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]*/[1-9][0-9]*$")] | None = None
+    """``--shard K/M`` of the live sweep that measured this profile, or None."""
 
 
 class PrefillSample(StrictModel):
