@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-import orjson
 import pytest
 
 from narwhal_engine_client import EngineClient, completion_body
 from narwhal_sim import get_preset, idle_ttft_s, prefill_chunk_s
 from narwhal_sim.testing import SimFleet, sim_config, start_sim_fleet
+
+from .conftest import journal_by_id
 
 PROMPT = 8000
 TRANSFER_S_PER_TOKEN = 2e-6  # 16 ms for the prompt's KV
@@ -32,12 +33,6 @@ def split(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
         tmp_path_factory.mktemp("split"), engines, sim_config=cfg, router=True
     ) as fleet:
         yield fleet
-
-
-def _journal(fleet: SimFleet) -> dict[str, dict[str, object]]:
-    assert fleet.journal_path is not None
-    lines = fleet.journal_path.read_bytes().splitlines()
-    return {str(d["request_id"]): d for d in map(orjson.loads, lines)}
 
 
 async def _metrics(fleet: SimFleet, iid: str) -> dict[str, float | None]:
@@ -68,7 +63,7 @@ async def test_split_request_prefills_once_then_decodes(split: SimFleet) -> None
     async with EngineClient(split.router_url or "") as client:
         rec = await client.stream_completion(_body(), request_id="split-1")
     assert rec.ok and rec.completion_tokens == 20
-    entry = _journal(split)["split-1"]
+    entry = journal_by_id(split)["split-1"]
     assert (entry["engine"], entry["prefill_engine"], entry["status"]) == ("d", "p", "ok")
     assert entry["completion_tokens"] == 20 and entry["prompt_tokens"] == PROMPT
     stamps = [entry[k] for k in ("arrival", "prefill_end", "first_token", "end")]
@@ -104,7 +99,7 @@ async def test_mixed_engine_serves_whole_requests(split: SimFleet) -> None:
             *(client.stream_completion(_body(60), request_id=f"pair-{k}") for k in range(2))
         )
     assert all(r.ok and r.completion_tokens == 60 for r in records)
-    journal = _journal(split)
+    journal = journal_by_id(split)
     entries = {str(journal[f"pair-{k}"]["engine"]): journal[f"pair-{k}"] for k in range(2)}
     assert set(entries) == {"d", "mx"}
     assert entries["d"]["prefill_engine"] == "p" and isinstance(entries["d"]["prefill_end"], float)
@@ -121,7 +116,7 @@ async def test_prefill_refusal_is_relayed(split: SimFleet) -> None:
     finally:
         split.set_faults("p", http_error=None)
     assert rec.http_status == 503
-    entry = _journal(split)["split-refused"]
+    entry = journal_by_id(split)["split-refused"]
     assert (entry["engine"], entry["prefill_engine"]) == ("d", "p")
     assert (entry["status"], entry["http_status"], entry["first_token"]) == ("error", 503, None)
     assert snap.value("narwhal_router_admission_queue_depth") == 0.0
