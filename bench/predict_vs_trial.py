@@ -5,7 +5,8 @@ and a mixed-only fleet: one mixed engine), on the simulated default preset (Llam
 
 1. start ``narwhal-sim`` with its router and journal;
 2. profile the fleet with ``narwhal-profile`` (a sweep that covers 8,192 input tokens and decode
-   batches up to 32);
+   batches up to the engines' ``max_num_seqs`` of 32, given to the simulator, the profiler and
+   ``predict``: beyond it requests queue, in the simulator as in the model);
 3. ``predict --find-max-rate`` for the runbook's shape (200 requests, 8,192 in / 128 out,
    TTFT ≤ 2 s, TPOT ≤ 33.3 ms, 95 %), then predict at 5 rates around the predicted highest passing
    rate (0.6, 0.9, 1.0, 1.1 and 1.5 times it: from a clear pass to a clear miss);
@@ -34,18 +35,19 @@ from pathlib import Path
 from typing import Any
 
 from narwhal_sim.testing import start_sim_fleet
-from narwhal_trial import PredictRequest, TrialShape, TrialTarget, predict
+from narwhal_trial import OutsideDomainError, PredictRequest, TrialShape, TrialTarget, predict
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCHER = REPO / "tools" / "measurement" / "load_trial.py"
 INPUT, OUTPUT, REQUESTS, TTFT_S, TPOT_S, ATTAINMENT = 8192, 128, 200, 2.0, 0.0333, "0.95"
 KV_TRANSFER_S_PER_TOKEN = 2.5e-6  # the simulator's default
 FACTORS = (0.6, 0.9, 1.0, 1.1, 1.5)
+MAX_NUM_SEQS = 32  # every engine's limit (sim config and limits file): overload queues, as vLLM's
 SWEEP = (
     "--prefill-lens", "2048,4096,8192,12288",
     "--decode-input-lens", "4096,8192",
-    "--decode-concurrency", "1,4,16,32",
-    "--decode-tokens", "64",
+    "--decode-concurrency", f"1,4,16,{MAX_NUM_SEQS}",
+    "--decode-tokens", "600",  # 32 prefills of 8k serialise: the cohort needs a long window
 )  # fmt: skip
 MODEL = "llama-3.1-8b"
 FLEETS: dict[str, list[dict[str, Any]]] = {
@@ -76,7 +78,7 @@ def _request(
     return PredictRequest(
         fleet=fleet,
         profiles=store,
-        limits=None,
+        limits=fleet.parent / "limits.json",
         shape=TrialShape(INPUT, OUTPUT, requests, KV_TRANSFER_S_PER_TOKEN / scale),
         target=TrialTarget(
             Decimal(f"{TTFT_S / scale:g}"), Decimal(f"{TPOT_S / scale:g}"), Decimal(ATTAINMENT)
@@ -93,12 +95,22 @@ def bench_fleet(name: str, folder: Path, scale: float, requests: int) -> dict[st
     cfg = {
         "format": "narwhal.sim",
         "format_version": 1,
-        "defaults": {"kv_cache_tokens": 330000, "gpu_memory_utilization": 0.45},
+        "defaults": {
+            "kv_cache_tokens": 330000,
+            "gpu_memory_utilization": 0.45,
+            "max_num_seqs": MAX_NUM_SEQS,
+        },
     }
     with start_sim_fleet(work, FLEETS[name], sim_config=cfg, router=True, time_scale=scale) as sim:
         started = time.monotonic()
+        limits = {
+            "format": "narwhal.limits",
+            "format_version": 1,
+            "engines": {e["iid"]: {"max_num_seqs": MAX_NUM_SEQS} for e in FLEETS[name]},
+        }
+        (work / "limits.json").write_text(json.dumps(limits))
         profile = [sys.executable, "-m", "narwhal_profile_cli", "--fleet", str(sim.fleet_path)]
-        _run([*profile, *SWEEP])
+        _run([*profile, *SWEEP, "--limits", str(work / "limits.json")])
         print(f"[{name}] profiled in {time.monotonic() - started:.0f} s", flush=True)
         store = work / "profiles" / "fleet-profiles.json"
         engine = sim.urls[FLEETS[name][-1]["iid"]]
@@ -116,7 +128,13 @@ def bench_fleet(name: str, folder: Path, scale: float, requests: int) -> dict[st
         for factor in FACTORS:
             rate = round(best * factor, 3)
             t0 = time.perf_counter()
-            predicted = predict(_request(sim.fleet_path, store, scale, rate, requests)).prediction
+            try:
+                predicted = predict(
+                    _request(sim.fleet_path, store, scale, rate, requests)
+                ).prediction
+            except OutsideDomainError as exc:
+                print(f"[{name}] rate {rate:.3f}/s: {exc.message}", flush=True)
+                continue
             predict_s = time.perf_counter() - t0
             assert predicted is not None
             out = work / f"rate-{rate:g}"
