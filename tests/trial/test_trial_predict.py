@@ -48,12 +48,13 @@ def _request(
     find: bool = False,
     transfer: float = 0.0,
     input_tokens: int = L,
+    max_in_flight: int | None = None,
 ) -> PredictRequest:
     return PredictRequest(
         fleet=fleet,
         profiles=store,
         limits=None,
-        shape=TrialShape(input_tokens, out, requests, transfer),
+        shape=TrialShape(input_tokens, out, requests, transfer, max_in_flight=max_in_flight),
         target=TrialTarget(Decimal(ttft), Decimal(tpot), Decimal("0.95")),
         rate=rate,
         find_max_rate=find,
@@ -65,6 +66,19 @@ def _dd1_good(s: float, rate: float, bound: float, n: int) -> int:
     if s <= 1 / rate:
         return n if s <= bound else 0
     return min(n, max(0, math.floor((bound - s) / (s - 1 / rate)) + 1))
+
+
+def _dd1_misses(s: float, rate: float, n: int, cap: int) -> int:
+    """D/D/1 with the client's in-flight cap: an offer due while ``cap`` are in flight is missed."""
+    finish: list[float] = []
+    misses = 0
+    for k in range(n):
+        t = k / rate
+        if sum(1 for f in finish if f > t) >= cap:
+            misses += 1
+            continue
+        finish.append(max(t, finish[-1] if finish else 0.0) + s)
+    return misses
 
 
 @pytest.fixture
@@ -88,6 +102,19 @@ def test_constant_ttft_queue_matches_dd1(single: tuple[Path, Path], rate: float)
     assert doc.prediction.attainment == expected / 200
     assert doc.prediction.passed is (expected >= 190)
     assert doc.prediction.ttft_s.p50 == pytest.approx(0.5 + max(0.0, 99.5 * (0.5 - 1 / rate)))
+
+
+def test_in_flight_cap_keeps_offers_back(single: tuple[Path, Path]) -> None:
+    """At twice the service rate the queue grows until the client's cap of 64 in flight keeps
+    offers back, as ``run`` records them (schedule misses, never sent, never good)."""
+    fleet, store = single
+    doc = predict(_request(fleet, store, rate=4.0, out=1, max_in_flight=64))
+    p = doc.prediction
+    assert p is not None
+    misses = _dd1_misses(0.5, 4.0, 200, 64)
+    assert misses > 0 and p.schedule_misses == misses
+    assert p.ttft_s.count == 200 - misses
+    assert p.good == _dd1_good(0.5, 4.0, 2.0, 200)  # the first requests, before any miss
 
 
 def test_find_max_rate_of_dd1(single: tuple[Path, Path]) -> None:

@@ -204,6 +204,7 @@ def predict_rate(
             low=min(slow, good) / shape.requests, high=max(fast, good) / shape.requests
         ),
         pass_interval=(min(slow, good) >= need, max(fast, good) >= need),
+        schedule_misses=outcome.schedule_misses,
         ttft_s=Distribution.model_validate(distribution(outcome.ttft)),
         tpot_s=Distribution.model_validate(distribution(outcome.tpot)),
         engines=[
@@ -320,6 +321,7 @@ def load_model(req: PredictRequest) -> tuple[FleetModel, Inputs]:
         input_tokens=req.shape.input_tokens,
         output_tokens=req.shape.output_tokens,
         requests=req.shape.requests,
+        max_in_flight=req.shape.max_in_flight or 0,
         ttft_s=str(req.target.ttft_s),
         tpot_s=str(req.target.tpot_s),
         attainment=str(req.target.attainment),

@@ -53,8 +53,12 @@ class RatePrediction(_Doc):
     pass_interval: tuple[bool, bool] = Field(
         description="the verdict at the interval's low and high ends"
     )
-    ttft_s: Distribution
-    tpot_s: Distribution
+    schedule_misses: int = Field(
+        description="offers due while --max-in-flight requests were in flight: the trial would "
+        "record them as client_schedule_miss and report client_schedule_valid false"
+    )
+    ttft_s: Distribution = Field(description="over the requests sent")
+    tpot_s: Distribution = Field(description="over the requests sent")
     engines: list[EngineUse]
 
 
@@ -82,6 +86,7 @@ class Inputs(_Doc):
     input_tokens: int
     output_tokens: int
     requests: int
+    max_in_flight: int
     ttft_s: str
     tpot_s: str
     attainment: str
@@ -110,6 +115,11 @@ def rate_lines(p: RatePrediction) -> list[str]:
     verdict = "PASS" if p.passed else "MISS"
     if p.pass_interval[0] != p.pass_interval[1]:
         verdict += " (borderline: the fits' residuals span the target)"
+    if p.schedule_misses:
+        verdict += (
+            f"; {p.schedule_misses} offers beyond --max-in-flight: the client's schedule would be "
+            "invalid"
+        )
     lines = [
         f"rate {p.rate:g}/s: predicted {p.good} good (need {p.required_good}), attainment "
         f"{p.attainment:.3f} [{lo:.3f}, {hi:.3f}] -> {verdict}",

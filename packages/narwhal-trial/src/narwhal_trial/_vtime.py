@@ -20,6 +20,8 @@ Everything runs on a virtual clock from the profiles' fits; nothing is contacted
   serving engine in a fleet with ``prefill`` engines splits the request: the least-resident prefill
   engine prefills it (one output token), the KV moves in ``kv_transfer_s_per_token`` per prompt
   token, and the decode engine computes the last prompt token only, then streams.
+- The trial client's ``--max-in-flight``: an offer due while that many requests are in flight is
+  a schedule miss, never sent (and never good).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class TrialShape:
     requests: int
     kv_transfer_s_per_token: float = 0.0
     max_num_batched_tokens: int = 8192
+    max_in_flight: int | None = 64  # the client's cap: an offer due beyond it is never sent
 
 
 @dataclass(slots=True, eq=False)
@@ -88,10 +91,12 @@ class _Device:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """Per-request client-side times (seconds) and what each engine saw."""
+    """Client-side times (seconds) of the requests sent, the offers the client's in-flight cap
+    kept back (never sent, never good), and what each engine saw."""
 
     ttft: list[float]
     tpot: list[float]
+    schedule_misses: int
     served_by: dict[str, int]
     prefilled_by: dict[str, int]
     max_decoding: dict[str, int]
@@ -109,13 +114,15 @@ def simulate(engines: list[EngineModel], shape: TrialShape, rate: float) -> Outc
     arrival = [k / rate for k in range(n_req)]
     first = [0.0] * n_req
     last = [0.0] * n_req
-    route: list[tuple[_Engine, _Engine | None]] = []
+    route: list[tuple[_Engine, _Engine | None] | None] = []
+    cap = shape.max_in_flight
+    missed = 0
     served: dict[str, int] = {e.model.iid: 0 for e in state}
     prefilled: dict[str, int] = {e.model.iid: 0 for e in state}
     ended = 0
     nxt = 0
     # the next event: an arrival, a step's end, or an idle device's first ready request
-    while ended < n_req:
+    while ended + missed < n_req:
         t = arrival[nxt] if nxt < n_req else float("inf")
         for dev in devices.values():
             cand = dev.end if dev.end is not None else _next_ready(dev)
@@ -125,7 +132,12 @@ def simulate(engines: list[EngineModel], shape: TrialShape, rate: float) -> Outc
             if dev.end is not None and dev.end <= t:
                 ended += _commit(dev, dev.end, shape, first, last, route)
                 dev.end = None
-        while nxt < n_req and arrival[nxt] <= t:  # the router
+        while nxt < n_req and arrival[nxt] <= t:  # the client, then the router
+            if cap is not None and nxt - missed - ended >= cap:
+                route.append(None)
+                missed += 1
+                nxt += 1
+                continue
             target = min(serving, key=lambda e: e.resident)
             pre = (
                 min(prefillers, key=lambda e: e.resident)
@@ -148,10 +160,12 @@ def simulate(engines: list[EngineModel], shape: TrialShape, rate: float) -> Outc
         for dev in devices.values():  # idle devices start a step when work is ready
             if dev.end is None:
                 _plan(dev, t, shape.max_num_batched_tokens)
-    ttft = [first[k] - arrival[k] for k in range(n_req)]
+    sent = [k for k in range(n_req) if route[k] is not None]
+    ttft = [first[k] - arrival[k] for k in sent]
     out = shape.output_tokens
-    tpot = [(last[k] - first[k]) / (out - 1) if out > 1 else 0.0 for k in range(n_req)]
-    return Outcome(ttft, tpot, served, prefilled, {e.model.iid: e.max_decoding for e in state})
+    tpot = [(last[k] - first[k]) / (out - 1) if out > 1 else 0.0 for k in sent]
+    decoding = {e.model.iid: e.max_decoding for e in state}
+    return Outcome(ttft, tpot, missed, served, prefilled, decoding)
 
 
 def _next_ready(dev: _Device) -> float | None:
@@ -198,7 +212,7 @@ def _commit(
     shape: TrialShape,
     first: list[float],
     last: list[float],
-    route: list[tuple[_Engine, _Engine | None]],
+    route: list[tuple[_Engine, _Engine | None] | None],
 ) -> int:
     """Emit the step's tokens; returns how many requests ended (last token at the client)."""
     ended = 0
@@ -219,7 +233,9 @@ def _commit(
         for s in done:
             e.running.remove(s)
             e.resident -= 1
-            target, pre = route[s.req]
+            routed = route[s.req]
+            assert routed is not None  # only sent requests have sequences
+            target, pre = routed
             if pre is e:  # the prefill half: hand the KV to the decode engine
                 ready = now + shape.kv_transfer_s_per_token * s.prompt + target.delay
                 seq = _Seq(s.req, s.prompt, shape.output_tokens, ready, computed=s.prompt - 1)

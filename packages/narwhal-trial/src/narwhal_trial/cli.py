@@ -312,6 +312,12 @@ def predict(
         int,
         typer.Option("--max-num-batched-tokens", min=1, help="The engines' per-step token budget."),
     ] = 8192,
+    max_in_flight: Annotated[
+        int,
+        typer.Option(
+            "--max-in-flight", min=1, help="The trial's in-flight cap (as run --max-in-flight)."
+        ),
+    ] = 64,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the JSON document instead of the text.")
     ] = False,
@@ -330,7 +336,12 @@ def predict(
             profiles=profiles,
             limits=limits,
             shape=TrialShape(
-                input_tokens, output_tokens, requests, kv_transfer, max_num_batched_tokens
+                input_tokens,
+                output_tokens,
+                requests,
+                kv_transfer,
+                max_num_batched_tokens,
+                max_in_flight,
             ),
             target=TrialTarget(
                 _decimal(parse_seconds, ttft, "--ttft"),
