@@ -19,7 +19,8 @@ Targets (issue 16): attainment within 0.05 absolute at every rate; highest passi
 With ``--time-scale X`` the simulator runs X times faster (rates times X, latency bounds / X);
 figures are reported in simulated time.
 
-Run: ``.venv/bin/python bench/predict_vs_trial.py [--time-scale 2] [--json FILE]``.
+Run: ``.venv/bin/python bench/predict_vs_trial.py [--time-scale 2] [--json FILE]``; ``--replay DIR``
+predicts again for a finished work folder (profiles and runs kept) without running anything.
 """
 
 from __future__ import annotations
@@ -88,8 +89,10 @@ def _request(
     )
 
 
-def bench_fleet(name: str, folder: Path, scale: float, requests: int) -> dict[str, Any]:
-    """Profile, predict, run: one fleet's rows."""
+def measure_fleet(name: str, folder: Path, scale: float, requests: int, retries: int) -> Path:
+    """Start the fleet, profile it, run the trial at 5 rates around the predicted highest passing
+    rate (a run whose client fell behind, ``lag`` misses, is repeated as the runbook says); the
+    runs are listed in ``rates.json``. Returns the fleet's folder."""
     work = folder / name
     work.mkdir()
     cfg = {
@@ -118,60 +121,85 @@ def bench_fleet(name: str, folder: Path, scale: float, requests: int) -> dict[st
             "prepare", "--base", engine, "--input-tokens", str(INPUT),
             "--output-tokens", str(OUTPUT), "--seed", "1729", "--out", str(work / "workload"),
         )  # fmt: skip
-        t0 = time.perf_counter()
         search = predict(_request(sim.fleet_path, store, scale, None, requests)).search
-        search_s = time.perf_counter() - t0
         assert search is not None and search.max_rate is not None, search
         best = search.max_rate / scale
-        print(f"[{name}] predicted highest passing rate {best:.3f}/s ({search_s:.2f} s)")
-        rows = []
+        runs: list[dict[str, Any]] = []
         for factor in FACTORS:
             rate = round(best * factor, 3)
-            t0 = time.perf_counter()
-            try:
-                predicted = predict(
-                    _request(sim.fleet_path, store, scale, rate, requests)
-                ).prediction
-            except OutsideDomainError as exc:
-                print(f"[{name}] rate {rate:.3f}/s: {exc.message}", flush=True)
-                continue
-            predict_s = time.perf_counter() - t0
-            assert predicted is not None
-            out = work / f"rate-{rate:g}"
-            _trial(
-                "run", "--base", sim.router_url or "", "--workload",
-                str(work / "workload" / "workload.json"), "--rate", f"{rate * scale:g}",
-                "--requests", str(requests), "--ttft", f"{TTFT_S / scale:g}",
-                "--tpot", f"{TPOT_S / scale:g}", "--attainment", ATTAINMENT, "--out", str(out),
-                ok=(0, 2),
-            )  # fmt: skip
-            summary = json.loads((out / "summary.json").read_text())
-            rec = _trial(
-                "reconcile", "--requests", str(out / "requests.jsonl"),
-                "--journal", str(sim.journal_path), ok=(0, 2),
-            )  # fmt: skip
-            row = {
-                "rate": rate,
-                "predicted": predicted.attainment,
-                "interval": [predicted.attainment_interval.low, predicted.attainment_interval.high],
-                "predicted_pass": predicted.passed,
-                "measured": summary["attainment"],
-                "measured_pass": summary["pass"],
-                "schedule_valid": summary["client_schedule_valid"],
-                "reconciled": rec.returncode == 0,
-                "predicted_ttft_p50": predicted.ttft_s.p50,
-                "measured_ttft_p50": summary["ttft_s"]["p50"],
-                "predicted_tpot_p50": predicted.tpot_s.p50,
-                "measured_tpot_p50": summary["tpot_s"]["p50"],
-                "predict_s": predict_s,
-            }
-            rows.append(row)
-            print(f"[{name}] {_line(row, scale)}", flush=True)
+            for attempt in range(retries + 1):
+                out = work / f"rate-{rate:g}" if not attempt else work / f"rate-{rate:g}-{attempt}"
+                _trial(
+                    "run", "--base", sim.router_url or "", "--workload",
+                    str(work / "workload" / "workload.json"), "--rate", f"{rate * scale:g}",
+                    "--requests", str(requests), "--ttft", f"{TTFT_S / scale:g}",
+                    "--tpot", f"{TPOT_S / scale:g}", "--attainment", ATTAINMENT,
+                    "--out", str(out), ok=(0, 2),
+                )  # fmt: skip
+                rec = _trial(
+                    "reconcile", "--requests", str(out / "requests.jsonl"),
+                    "--journal", str(sim.journal_path), ok=(0, 2),
+                )  # fmt: skip
+                summary = json.loads((out / "summary.json").read_text())
+                lagged = summary["schedule_misses"].get("lag", 0)
+                print(
+                    f"[{name}] rate {rate:.3f}/s run {out.name}: attainment "
+                    f"{summary['attainment']:.3f}, lag misses {lagged}",
+                    flush=True,
+                )
+                if not lagged:
+                    break
+            runs.append({"rate": rate, "run": out.name, "reconciled": rec.returncode == 0})
+    (work / "rates.json").write_text(json.dumps({"time_scale": scale, "runs": runs}))
+    return work
+
+
+def evaluate(work: Path, requests: int) -> dict[str, Any]:
+    """Predict from the fleet folder's files (current code) and set beside each measured run."""
+    plan = json.loads((work / "rates.json").read_text())
+    scale = float(plan["time_scale"])
+    fleet, store = work / "fleet.json", work / "profiles" / "fleet-profiles.json"
+    t0 = time.perf_counter()
+    search = predict(_request(fleet, store, scale, None, requests)).search
+    search_s = time.perf_counter() - t0
+    assert search is not None and search.max_rate is not None, search
+    rows = []
+    for entry in plan["runs"]:
+        rate = entry["rate"]
+        t0 = time.perf_counter()
+        try:
+            predicted = predict(_request(fleet, store, scale, rate, requests)).prediction
+        except OutsideDomainError as exc:
+            print(f"[{work.name}] rate {rate:.3f}/s: {exc.message}", flush=True)
+            continue
+        predict_s = time.perf_counter() - t0
+        assert predicted is not None
+        summary = json.loads((work / entry["run"] / "summary.json").read_text())
+        row = {
+            "rate": rate,
+            "run": entry["run"],
+            "predicted": predicted.attainment,
+            "interval": [predicted.attainment_interval.low, predicted.attainment_interval.high],
+            "predicted_pass": predicted.passed,
+            "predicted_misses": predicted.schedule_misses,
+            "measured": summary["attainment"],
+            "measured_pass": summary["pass"],
+            "measured_misses": summary["schedule_misses"],
+            "schedule_valid": summary["client_schedule_valid"],
+            "reconciled": entry["reconciled"],
+            "predicted_ttft_p50": predicted.ttft_s.p50,
+            "measured_ttft_p50": summary["ttft_s"]["p50"],
+            "predicted_tpot_p50": predicted.tpot_s.p50,
+            "measured_tpot_p50": summary["tpot_s"]["p50"],
+            "predict_s": predict_s,
+        }
+        rows.append(row)
+        print(f"[{work.name}] {_line(row, scale)}", flush=True)
     passed = [r["rate"] for r in rows if r["measured_pass"]]
     missed = [r["rate"] for r in rows if not r["measured_pass"]]
     return {
-        "fleet": name,
-        "predicted_max_rate": best,
+        "fleet": work.name,
+        "predicted_max_rate": search.max_rate / scale,
         "search_s": search_s,
         "measured_highest_pass": max(passed) if passed else None,
         "measured_lowest_miss": min(missed) if missed else None,
@@ -201,8 +229,8 @@ def table(results: list[dict[str, Any]]) -> str:
     """The markdown table of every fleet's rows and the highest passing rates."""
     lines = [
         "| fleet | rate (req/s) | predicted attainment [interval] | measured | diff | "
-        "predicted / measured verdict |",
-        "| --- | ---: | --- | ---: | ---: | --- |",
+        "predicted / measured verdict | schedule misses predicted / measured (cap, lag) |",
+        "| --- | ---: | --- | ---: | ---: | --- | --- |",
     ]
     for res in results:
         for r in res["rows"]:
@@ -211,7 +239,9 @@ def table(results: list[dict[str, Any]]) -> str:
                 f"[{r['interval'][0]:.3f}, {r['interval'][1]:.3f}] | {r['measured']:.3f} | "
                 f"{r['measured'] - r['predicted']:+.3f} | "
                 f"{'pass' if r['predicted_pass'] else 'miss'} / "
-                f"{'pass' if r['measured_pass'] else 'miss'} |"
+                f"{'pass' if r['measured_pass'] else 'miss'} | {r['predicted_misses']} / "
+                f"{r['measured_misses'].get('in_flight_cap', 0)}, "
+                f"{r['measured_misses'].get('lag', 0)} |"
             )
     lines.append("")
     for res in results:
@@ -226,18 +256,24 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
-    """Run the benchmark; prints the table (and writes --json)."""
+    """Run the benchmark (or ``--replay`` a finished one); prints the table, writes ``--json``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-scale", type=float, default=1.0)
     parser.add_argument("--requests", type=int, default=REQUESTS)
     parser.add_argument("--fleets", default="split,mixed")
+    parser.add_argument("--retries", type=int, default=2, help="repeats of a run with lag misses")
+    parser.add_argument("--replay", type=Path, help="a finished work folder: predict again only")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="predict-vs-trial-"))
+    folder = args.replay or Path(tempfile.mkdtemp(prefix="predict-vs-trial-"))
     print(f"work folder {folder}", flush=True)
-    results = [
-        bench_fleet(name, folder, args.time_scale, args.requests) for name in args.fleets.split(",")
+    works = [
+        folder / name
+        if args.replay
+        else measure_fleet(name, folder, args.time_scale, args.requests, args.retries)
+        for name in args.fleets.split(",")
     ]
+    results = [evaluate(work, args.requests) for work in works]
     print(table(results))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
