@@ -45,7 +45,7 @@ KV_TRANSFER_S_PER_TOKEN = 2.5e-6  # the simulator's default
 FACTORS = (0.6, 0.9, 1.0, 1.1, 1.5)
 MAX_NUM_SEQS = 32  # every engine's limit (sim config and limits file): overload queues, as vLLM's
 SWEEP = (
-    "--prefill-lens", "2048,4096,8192,12288",
+    "--prefill-lens", "256,512,1024,2048,4096,8192,12288",  # short ones pin the intercept
     "--decode-input-lens", "4096,8192",
     "--decode-concurrency", f"1,4,16,{MAX_NUM_SEQS}",
     "--decode-tokens", "600",  # 32 prefills of 8k serialise: the cohort needs a long window
