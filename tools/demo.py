@@ -2,7 +2,8 @@
 
 Starts a ``narwhal-sim`` fleet (``examples/sim-fleet.json`` on fresh loopback ports, with its
 router on 127.0.0.1:18000 and a journal), profiles it with ``narwhal-profile``, prepares the
-runbook's workload, runs ``check``, the trial at 0.5 and then 1 request/s (20 requests each by
+runbook's workload, runs ``check``, predicts both rates from the profiles (``predict``, with the
+highest passing rate), runs the trial at 0.5 and then 1 request/s (20 requests each by
 default; ``FULL=1`` runs the runbook's 200), reconciles each run with the router journal, prints a
 verdict per rate, and stops everything it started, also on errors and Ctrl-C. Everything is written
 under a fresh private ``runs/demo-XXXXXXXX`` folder; nothing else in the checkout changes.
@@ -37,6 +38,7 @@ DESCRIPTION = "make demo: the runbook against the embedded simulated fleet, star
 # The runbook's shape and target.
 INPUT_TOKENS, OUTPUT_TOKENS, SEED = 8192, 128, 1729
 TTFT_S, TPOT_S, ATTAINMENT = 2.0, 0.0333, "0.95"
+KV_TRANSFER_S_PER_TOKEN = 2.5e-6  # the simulator's default (no profile measures it)
 # A small sweep that still covers the workload (8192 input tokens): about 20 s of simulated time.
 PROFILE_SWEEP = (
     "--prefill-lens", "2048,4096,8192,12288",
@@ -219,6 +221,36 @@ def run_rates(base: str, folder: Path, requests: int, scale: float) -> dict[floa
     return verdicts
 
 
+def predict_rates(
+    folder: Path, fleet: Path, store: Path, requests: int, scale: float
+) -> dict[float, str]:
+    """``predict`` at each rate of the sweep (and the highest passing rate) before the trial."""
+    predicted: dict[float, str] = {}
+    for k, rate in enumerate(RATES):
+        out = folder / f"prediction-{rate:g}.json"
+        title = f"predict {rate:g} request/s from the profiles"
+        step(
+            title + (" (and the highest passing rate)" if k == 0 else ""),
+            trial(
+                "predict", "--fleet", str(fleet), "--profiles", str(store),
+                "--input-tokens", str(INPUT_TOKENS), "--output-tokens", str(OUTPUT_TOKENS),
+                "--requests", str(requests), "--rate", f"{rate * scale:g}",
+                "--ttft", f"{TTFT_S / scale:g}", "--tpot", f"{TPOT_S / scale:g}",
+                "--attainment", ATTAINMENT,
+                "--kv-transfer-s-per-token", f"{KV_TRANSFER_S_PER_TOKEN / scale:g}",
+                "--out", str(out), *(["--find-max-rate"] if k == 0 else []),
+            ),
+        )  # fmt: skip
+        p = json.loads(out.read_text())["prediction"]
+        lo, hi = p["attainment_interval"]["low"], p["attainment_interval"]["high"]
+        predicted[rate] = (
+            f"{'PASS' if p['pass'] else 'MISS'}: {p['good']}/{requests} good, attainment "
+            f"{p['attainment']:.3f} [{lo:.3f}, {hi:.3f}], TTFT p99 "
+            f"{_ms(p['ttft_s']['p99'] * scale)}, TPOT p99 {_ms(p['tpot_s']['p99'] * scale)}"
+        )
+    return predicted
+
+
 def _verdict(summary: dict[str, Any]) -> str:
     word = "PASS" if summary["exit_code"] == 0 else "MISS"
     schedule = "schedule valid" if summary["client_schedule_valid"] else "schedule INVALID"
@@ -267,6 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"   127.0.0.1:{ROUTER_PORT} is busy: the router uses port {port} instead")
     fleet, sim_config, engines = write_fleet(folder)
     verdicts: dict[float, str] = {}
+    predicted: dict[float, str] = {}
     try:
         say(f"== start the simulated fleet ({len(engines)} engines) and its router")
         with sim_fleet(folder, fleet, sim_config, port, args.time_scale) as base:
@@ -286,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "check", "--workload", str(tdir / "workload" / "workload.json"),
                 "--fleet", str(fleet), "--profiles", str(store), *launch,
             ))  # fmt: skip
+            predicted = predict_rates(tdir, fleet, store, args.requests, args.time_scale)
             verdicts = run_rates(base, tdir, args.requests, args.time_scale)
     except StepFailed as exc:
         say(f"demo FAILED: {exc}")
@@ -293,9 +327,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         say("demo interrupted; everything it started is stopped")
         return 130
-    say("== verdict per rate")
+    say("== verdict per rate: predicted from the profiles, then measured")
     for rate in RATES:
-        say(f"   {rate:g} request/s: {verdicts.get(rate, 'not run (the sweep ended)')}")
+        say(f"   {rate:g} request/s predicted: {predicted.get(rate, 'n/a')}")
+        say(f"   {rate:g} request/s measured:  {verdicts.get(rate, 'not run (the sweep ended)')}")
     say(f"all records: {_short(str(folder))}")
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import orjson
 import pytest
 
 from narwhal_sim.testing import SimFleet, sim_config, start_sim_fleet
@@ -23,3 +24,10 @@ def api_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
     ]
     with start_sim_fleet(tmp_path_factory.mktemp("api"), engines, sim_config=cfg) as fleet:
         yield fleet
+
+
+def journal_by_id(fleet: SimFleet) -> dict[str, dict[str, object]]:
+    """The router journal's entries by request id."""
+    assert fleet.journal_path is not None
+    lines = fleet.journal_path.read_bytes().splitlines()
+    return {str(d["request_id"]): d for d in map(orjson.loads, lines)}

@@ -136,6 +136,7 @@ def test_config_precedence() -> None:
     }
     by_cli = resolve_engines(two, sim_two, preset="overloaded")
     assert [s.preset.name for s in by_cli] == ["overloaded", "tiny"]  # --preset beats defaults only
+    assert [s.kv_transfer_s_per_token for s in by_cli] == [2.5e-6, 2.5e-6]  # the default
     (old,) = resolve_engines(_fleet(engine_contract={"version": "0.10.0"}), None)
     assert old.error_shape == "flat"
 
@@ -147,6 +148,12 @@ def test_config_precedence() -> None:
         {"format": "narwhal.sim", "format_version": 1, "engines": {"other": {}}},
         {"format": "narwhal.sim", "format_version": 2},
         {"format": "narwhal.sim", "format_version": 1, "engines": {"e": {"preset": "nope"}}},
+        {"format": "narwhal.sim", "format_version": 1, "defaults": {"kv_transfer_s_per_token": -1}},
+        {
+            "format": "narwhal.sim",
+            "format_version": 1,
+            "defaults": {"kv_transfer_s_per_token": "x"},
+        },
     ],
 )
 def test_bad_sim_config_refused(sim: dict[str, object]) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-import orjson
 import pytest
 
 from narwhal_engine_client import EngineClient, EngineStreamError, StreamCutError, completion_body
 from narwhal_sim.testing import SimFleet, sim_config, start_sim_fleet
+
+from .conftest import journal_by_id
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +30,6 @@ def routed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
         yield fleet
 
 
-def _journal(fleet: SimFleet) -> dict[str, dict[str, object]]:
-    assert fleet.journal_path is not None
-    lines = fleet.journal_path.read_bytes().splitlines()
-    return {str(d["request_id"]): d for d in map(orjson.loads, lines)}
-
-
 async def test_router_forwards_and_journals(routed: SimFleet) -> None:
     """Completions through the router stream unchanged and each gets one journal line."""
     assert routed.router_url is not None
@@ -50,7 +45,7 @@ async def test_router_forwards_and_journals(routed: SimFleet) -> None:
             *[client.stream_completion(b, request_id=f"route-{k}") for k, b in enumerate(bodies)]
         )
     assert all(r.ok and r.completion_tokens == 20 for r in records)
-    journal = _journal(routed)
+    journal = journal_by_id(routed)
     entries = [journal[f"route-{k}"] for k in range(4)]
     assert {e["engine"] for e in entries} == {
         "g.decode",
@@ -76,7 +71,7 @@ async def test_router_journals_failures_and_gauges(routed: SimFleet) -> None:
         routed.set_faults("solo", http_error=None)
         routed.set_faults("g.decode", http_error=None)
     assert rec.http_status == 503
-    entry = _journal(routed)["refused"]
+    entry = journal_by_id(routed)["refused"]
     assert entry["status"] == "error" and entry["http_status"] == 503
     assert snap.value("narwhal_router_admission_queue_depth") == 0.0
     assert snap.value("narwhal_router_resident_requests") == 0.0
@@ -103,5 +98,5 @@ async def test_router_relays_stream_faults(
         for iid in ("solo", "g.decode"):
             routed.set_faults(iid, **{fault: None})
     assert isinstance(rec.error, error_type)
-    entry = _journal(routed)[f"fault-{status}"]
+    entry = journal_by_id(routed)[f"fault-{status}"]
     assert entry["status"] == status and entry["http_status"] == 200

@@ -30,12 +30,16 @@ def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
         "profile the fleet",
         "prepare the workload",
         "check before the trial",
+        "predict 0.5 request/s from the profiles (and the highest passing rate)",
+        "predict 1 request/s from the profiles",
         "reconcile the 0.5 request/s",
         "reconcile the 1 request/s",
         "verdict per rate",
     ):
         assert step in out, step  # fmt: skip
-    assert "0.5 request/s: PASS" in out and "1 request/s: PASS" in out
+    assert "0.5 request/s measured:  PASS" in out and "1 request/s measured:  PASS" in out
+    assert "0.5 request/s predicted: PASS" in out and "1 request/s predicted: PASS" in out
+    assert "highest passing rate:" in out
     assert "simulated fleet stopped" in out
     (folder,) = tmp_path.glob("demo-*")
     assert (folder / "trial" / "rate-1" / "summary.json").is_file()

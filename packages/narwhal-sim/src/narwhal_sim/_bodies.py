@@ -47,6 +47,22 @@ def logprobs_obj(
     }
 
 
+def kv_transfer_reply(settings: EngineSettings, p: CompletionParams) -> dict[str, Any] | None:
+    """What a prefill engine hands to the decode engine (vLLM's NixlConnector fields)."""
+    if not p.remote_decode:
+        return None
+    blocks = -(-len(p.prompt_ids) // settings.block_size)
+    return {
+        "do_remote_prefill": True,
+        "do_remote_decode": False,
+        "remote_engine_id": settings.iid,
+        "remote_block_ids": list(range(blocks)),
+        "remote_host": settings.host,
+        "remote_port": settings.port,
+        "tp_size": 1,
+    }
+
+
 def completion_body(settings: EngineSettings, p: CompletionParams, created: int) -> bytes:
     """The non-streaming CompletionResponse of a finished request (all ``target_tokens`` out)."""
     generated = p.target_tokens
@@ -85,11 +101,17 @@ def completion_body(settings: EngineSettings, p: CompletionParams, created: int)
             {
                 "system_fingerprint": fingerprint(settings),
                 "usage": usage,
-                "kv_transfer_params": None,
+                "kv_transfer_params": kv_transfer_reply(settings, p),
                 "ec_transfer_params": None,
                 "metrics": None,
             }
         )
     else:
-        doc.update({"system_fingerprint": None, "usage": usage, "kv_transfer_params": None})
+        doc.update(
+            {
+                "system_fingerprint": None,
+                "usage": usage,
+                "kv_transfer_params": kv_transfer_reply(settings, p),
+            }
+        )
     return orjson.dumps(doc)

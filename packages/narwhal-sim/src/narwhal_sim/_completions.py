@@ -69,6 +69,10 @@ class CompletionParams:
     tokens_as_ids: bool
     stream_interval: int
     digest: int
+    # vLLM's disaggregated serving (``kv_transfer_params``): this engine prefills for a remote
+    # decode engine, or decodes a prompt a remote prefill engine has computed.
+    remote_decode: bool = False
+    remote_prefill: bool = False
 
 
 def _bool(body: Mapping[str, Any], key: str, default: bool) -> bool:
@@ -219,6 +223,10 @@ def parse_completion(
     )
     # The field arrived in vLLM 0.10.2; older servers ignore it as an unknown key.
     token_ids = _bool(body, "return_token_ids", False) and _has_token_ids(settings.version)
+    transfer = body.get("kv_transfer_params")
+    if transfer is not None and not isinstance(transfer, dict):
+        raise _invalid(("body", "kv_transfer_params"), "Input should be a valid dictionary")
+    transfer = transfer or {}
     return CompletionParams(
         request_id=f"cmpl-{base}",
         prompt_ids=prompt_ids,
@@ -234,4 +242,6 @@ def parse_completion(
         tokens_as_ids=_bool(body, "return_tokens_as_token_ids", False),
         stream_interval=interval,
         digest=digest,
+        remote_decode=transfer.get("do_remote_decode") is True,
+        remote_prefill=transfer.get("do_remote_prefill") is True,
     )

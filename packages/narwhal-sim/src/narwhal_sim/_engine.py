@@ -253,7 +253,10 @@ class SimEngine:
         created = int(time.time())
         loop = asyncio.get_running_loop()
         now = min(req.received, loop.time())
-        ready = now + s.preset.api_overhead / self.device.time_scale
+        delay = s.preset.api_overhead
+        if params.remote_prefill:  # the prompt's KV comes from the prefill engine
+            delay += s.kv_transfer_s_per_token * len(params.prompt_ids)
+        ready = now + delay / self.device.time_scale
         sink: StreamWriter | _Collector
         if params.stream:
             resp.start_stream(headers=echo)
@@ -272,6 +275,8 @@ class SimEngine:
         request = SimRequest(
             params.request_id, len(params.prompt_ids), params.target_tokens, sink, now, ready
         )
+        if params.remote_prefill:  # as vLLM: only the last prompt token is computed again
+            request.computed = request.prompt_len - 1
         resp.on_close(lambda: self._drop(request))
         self.activity.begin(now)
         self.scheduler.submit(request)

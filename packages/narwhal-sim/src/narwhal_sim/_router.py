@@ -1,8 +1,23 @@
 """The router in front of a simulated fleet: forwards completions, journals every request.
 
-Policy: a completion goes to the engine with the fewest router-resident requests among the
-``mixed`` and ``decode`` engines serving the requested model (ties: fleet order); when no such
-engine exists, among every engine serving the model. Other routes go to the first such engine.
+Policy (the predictor of ``narwhal-trial predict`` models it):
+
+1. A completion's *serving engine* is the one with the fewest router-resident requests among the
+   ``mixed`` and ``decode`` engines serving the requested model (ties: fleet order); when no such
+   engine exists, among every engine serving the model. It counts as resident from the moment the
+   router picks it until the response ends.
+2. When the serving engine is a ``decode`` engine and a ``prefill`` engine serves the model, the
+   request is **split** as vLLM's disaggregated proxy (``toy_proxy_server.py``) does: first the
+   ``prefill`` engine with the fewest resident requests (ties: fleet order) gets the body with
+   ``max_tokens`` 1, ``stream`` false, no ``stream_options`` or ``min_tokens``, and
+   ``kv_transfer_params`` ``{"do_remote_decode": true, ...}``; its answer's ``kv_transfer_params``
+   then go with the original body to the decode engine, which skips the prompt's prefill (it waits
+   its ``kv_transfer_s_per_token`` per prompt token for the KV, then computes the last prompt token
+   only) and streams the output to the client. A prefill answer other than 200 is relayed as the
+   response. Mixed engines, and decode engines without a prefill engine, serve whole requests.
+
+Other routes go to the first engine serving the model. The journal records both engines of a split
+request (``prefill_engine``, ``prefill_end``; ``null`` for whole requests).
 
 With a key of its own the router answers 401 ``{"error":"Unauthorized"}`` as vLLM does (``/v1``
 routes, or every route with ``auth_scope="all"``). Towards an engine it sends that engine's own
@@ -34,6 +49,14 @@ ROUTER_OMITS = ("tokenize", "max-model-len", "metrics")
 ``/detokenize``, ``max_model_len`` in ``/v1/models``, the ``/metrics`` page."""
 _GETS = ("/v1/models", "/version", "/health")
 _POSTS = ("/tokenize", "/detokenize")
+_REMOTE_DECODE = {
+    "do_remote_decode": True,
+    "do_remote_prefill": False,
+    "remote_engine_id": None,
+    "remote_block_ids": None,
+    "remote_host": None,
+    "remote_port": None,
+}
 _NO_ENGINE = (
     b'{"error":{"message":"no engine serves that model","type":"NotFoundError",'
     b'"param":"model","code":404}}'
@@ -98,6 +121,13 @@ class Router:
             preferred = [b for b in serving if b.role in ("mixed", "decode")] or serving
             return min(preferred, key=lambda b: b.resident, default=None)
         return serving[0] if serving else None
+
+    def _pick_prefill(self, model: Any, serving: Backend) -> Backend | None:
+        """The prefill engine of a split request (None: the serving engine does it all)."""
+        if serving.role != "decode":
+            return None
+        prefill = [b for b in self.backends if b.role == "prefill" and model in (None, "", b.model)]
+        return min(prefill, key=lambda b: b.resident, default=None)
 
     async def handle(self, req: Request, resp: Responder) -> None:
         """Route one client request."""
@@ -205,6 +235,8 @@ class Router:
             "http_status": None,
             "prompt_tokens": None,
             "completion_tokens": None,
+            "prefill_engine": None,
+            "prefill_end": None,
         }
         backend = self._pick(doc.get("model"), completion=True)
         if backend is None:
@@ -213,12 +245,28 @@ class Router:
             self._write(entry)
             return
         entry["engine"] = backend.iid
+        prefill = self._pick_prefill(doc.get("model"), backend)
         self.queue_depth += 1
         queued = True
         backend.resident += 1
         try:
+            body: bytes | None = req.body
+            if prefill is not None:
+                entry["prefill_engine"] = prefill.iid
+                self.queue_depth -= 1
+                queued = False
+                self.resident += 1
+                try:
+                    body = await self._prefill(req, resp, doc, prefill, entry)
+                finally:
+                    self.resident -= 1
+                if body is None:
+                    return
+                self.queue_depth += 1
+                queued = True
+            assert body is not None
             up = await send(
-                backend.host, backend.port, "POST", req.path, self._headers(req, backend), req.body
+                backend.host, backend.port, "POST", req.path, self._headers(req, backend), body
             )
             self.queue_depth -= 1
             queued = False
@@ -246,6 +294,54 @@ class Router:
             backend.resident -= 1
             entry["end"] = time.time()
             self._write(entry)
+
+    async def _prefill(
+        self,
+        req: Request,
+        resp: Responder,
+        doc: dict[str, Any],
+        prefill: Backend,
+        entry: dict[str, Any],
+    ) -> bytes | None:
+        """The prefill half of a split request; returns the decode engine's body, or None when
+        the prefill engine's answer (relayed to the client) ends the request."""
+        first = {k: v for k, v in doc.items() if k not in ("stream_options", "min_tokens")}
+        first.update(stream=False, max_tokens=1, kv_transfer_params=_REMOTE_DECODE)
+        prefill.resident += 1
+        try:
+            up = await send(
+                prefill.host,
+                prefill.port,
+                "POST",
+                req.path,
+                self._headers(req, prefill),
+                orjson.dumps(first),
+            )
+            try:
+                answer = b"".join([part async for part in up.body_parts()])
+            finally:
+                up.close()
+        finally:
+            prefill.resident -= 1
+        entry["prefill_end"] = time.time()
+        params = None
+        if up.status == 200:
+            try:
+                params = orjson.loads(answer).get("kv_transfer_params")
+            except (orjson.JSONDecodeError, AttributeError):
+                params = None
+        if not isinstance(params, dict):
+            status = up.status if up.status != 200 else 502
+            if status == 502:
+                answer = (
+                    b'{"error":{"message":"prefill engine returned no kv_transfer_params",'
+                    b'"type":"BadGateway","param":null,"code":502}}'
+                )
+            content_type = up.headers.get("content-type", "application/json").encode()
+            resp.send(status, answer, content_type=content_type, headers=self._echo(up))
+            entry.update(http_status=status, status="error")
+            return None
+        return orjson.dumps({**doc, "kv_transfer_params": params})
 
     async def _stream_back(self, up: Any, resp: Responder, entry: dict[str, Any]) -> None:
         entry["http_status"] = up.status

@@ -3,7 +3,9 @@
 ``prepare`` builds a workload (``build_workload``) from the served model's seed completion;
 ``run_trial`` drains the fleet, warms it up and offers every request at ``t0 + n / rate``, recording
 schedule misses instead of sending late; ``run_checks`` and ``reconcile`` are the runbook's checks
-before and after. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
+before and after; ``predict`` (``predict_rate``, ``find_max_rate``) foretells a trial's attainment
+and its highest passing rate from the profiles in virtual time, contacting nothing. The command is
+``narwhal-trial`` (``narwhal_trial.cli``).
 """
 
 from narwhal_trial._access import DEFAULT_API_KEY_ENV, ApiKeyEnv
@@ -18,6 +20,15 @@ from narwhal_trial._errors import (
     TrialUsageError,
     WorkloadError,
 )
+from narwhal_trial._predict import (
+    OutsideDomainError,
+    PredictRequest,
+    TrialTarget,
+    find_max_rate,
+    predict,
+    predict_rate,
+)
+from narwhal_trial._prediction import Prediction
 from narwhal_trial._prepare import build_workload, seed_token_ids
 from narwhal_trial._reconcile import Reconciliation, read_journal, read_requests, reconcile
 from narwhal_trial._records import (
@@ -33,6 +44,7 @@ from narwhal_trial._schedule import ScheduleLimits, due_offsets_ns, miss_reason,
 from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
 from narwhal_trial._settings import RunSettings
 from narwhal_trial._stats import required_good, wilson_interval
+from narwhal_trial._vtime import EngineModel, TrialShape, simulate
 from narwhal_trial._workload import (
     LoadedWorkload,
     Sampling,
@@ -54,8 +66,12 @@ __all__ = [
     "DestinationError",
     "Distribution",
     "DrainError",
+    "EngineModel",
     "LoadedWorkload",
     "Manifest",
+    "OutsideDomainError",
+    "PredictRequest",
+    "Prediction",
     "PrepareError",
     "ReadError",
     "Reconciliation",
@@ -67,15 +83,20 @@ __all__ = [
     "Status",
     "Summary",
     "TrialError",
+    "TrialShape",
+    "TrialTarget",
     "TrialUsageError",
     "Workload",
     "WorkloadError",
     "build_workload",
     "due_offsets_ns",
+    "find_max_rate",
     "json_schemas",
     "load_workload",
     "miss_reason",
     "pace",
+    "predict",
+    "predict_rate",
     "prompt_ids",
     "read_journal",
     "read_requests",
@@ -86,6 +107,7 @@ __all__ = [
     "run_trial",
     "schema_bytes",
     "seed_token_ids",
+    "simulate",
     "wait_drained",
     "wait_until",
     "wilson_interval",

@@ -32,6 +32,7 @@ from narwhal_store import (
     DecodeFitDoc,
     FitQuality,
     LoadedFleet,
+    LoadedStore,
     Profile,
     StoreError,
     decode_fit_suspect,
@@ -95,8 +96,13 @@ def launch_record_items(paths: Sequence[Path]) -> list[CheckItem]:
 
 def profile_items(iid: str, role: str, profile: Profile, workload: Workload) -> list[CheckItem]:
     """The profile-domain checks of one engine's accepted profile."""
+    return domain_items(iid, role, profile, workload.input_tokens, workload.output_tokens)
+
+
+def domain_items(iid: str, role: str, profile: Profile, n_in: int, n_out: int) -> list[CheckItem]:
+    """The profile-domain checks of one engine's accepted profile for an ``n_in``/``n_out``
+    shape (also what ``predict`` refuses to extrapolate beyond)."""
     items: list[CheckItem] = []
-    n_in, n_out = workload.input_tokens, workload.output_tokens
     if role in ("prefill", "mixed"):
         dom = profile.prefill_fit.domain
         lo, hi = dom.get("min_len"), dom.get("max_len")
@@ -143,6 +149,13 @@ def _decode_item(iid: str, dom: dict[str, Any], n_in: int, n_out: int) -> CheckI
     ctx = n_in + n_out / 2
     ok = isinstance(lo, int | float) and isinstance(hi, int | float) and lo <= ctx <= hi
     return CheckItem(iid, "decode domain", ok, f"mean context {ctx:g}, profile [{lo}, {hi}]")
+
+
+def accepted_profile(store: LoadedStore, fleet: LoadedFleet, iid: str) -> Profile | str:
+    """The store's profile for the engine's current fleet key, or why there is none."""
+    key = profile_key(fleet, iid)
+    found = [p for p in store.store.find(iid) if p.key.ident() == key.ident()]
+    return found[0] if found else f"none for {key.label()}"
 
 
 async def _engine_items(
@@ -227,13 +240,12 @@ def run_checks(
     targets = list(engines) or known
     items: list[CheckItem] = []
     for iid in targets:
-        key = profile_key(fleet, iid)
-        found = [p for p in store.store.find(iid) if p.key.ident() == key.ident()]
-        if not found:
-            items.append(CheckItem(iid, "accepted profile", False, f"none for {key.label()}"))
+        found = accepted_profile(store, fleet, iid)
+        if isinstance(found, str):
+            items.append(CheckItem(iid, "accepted profile", False, found))
         else:
             role = fleet.config.engine(iid).role
-            items.extend(profile_items(iid, role, found[0], workload))
+            items.extend(profile_items(iid, role, found, workload))
 
     async def live() -> list[list[CheckItem]]:
         return list(

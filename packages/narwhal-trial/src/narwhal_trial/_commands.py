@@ -10,8 +10,10 @@ import orjson
 
 from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._check import run_checks
-from narwhal_trial._errors import TrialError
+from narwhal_trial._errors import TrialError, TrialUsageError
 from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
+from narwhal_trial._predict import PredictRequest, predict
+from narwhal_trial._prediction import render_text
 from narwhal_trial._prepare import build_workload
 from narwhal_trial._reconcile import read_journal, read_requests, reconcile
 from narwhal_trial._records import Summary
@@ -147,3 +149,18 @@ def reconcile_command(*, requests: Path, journal: Path, as_json: bool) -> tuple[
         "reconciled" if result.ok else f"NOT reconciled: {len(result.problems)} problem(s)",
     ]
     return code, "\n".join(lines)
+
+
+def predict_command(req: PredictRequest, *, as_json: bool, out: Path | None) -> str:
+    """Predict the trial; returns the text (or the JSON document) to print. Writes ``out`` (a
+    fresh path) with the JSON document when given. Raises TrialError."""
+    if out is not None and (out.exists() or out.is_symlink()):
+        raise TrialUsageError(f"refusing --out {out}: it already exists")
+    doc = predict(req)
+    data = orjson.dumps(doc.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
+    if out is not None:
+        try:
+            atomic_write(out, data + b"\n")
+        except OSError as exc:
+            raise TrialError(f"cannot write {out}: {exc}") from exc
+    return data.decode() if as_json else render_text(doc)

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from narwhal_trial._prediction import Prediction
 from narwhal_trial._records import Manifest, RequestRecord, Summary
 from narwhal_trial._workload import Workload
 
@@ -21,13 +22,15 @@ _MODELS: dict[str, type[BaseModel]] = {
     "manifest": Manifest,
     "request": RequestRecord,
     "summary": Summary,
+    "prediction": Prediction,
 }
 SCHEMA_FILES = {name: f"trial-{name}.schema.json" for name in _MODELS}
 """File name of each schema in the checked-in folder."""
 
 
 def json_schemas() -> dict[str, dict[str, Any]]:
-    """``workload``, ``manifest``, ``request`` (a requests.jsonl line), ``summary`` → schema."""
+    """``workload``, ``manifest``, ``request`` (a requests.jsonl line), ``summary``,
+    ``prediction`` → schema."""
     return {
         name: {"$schema": _DIALECT, **model.model_json_schema(mode="serialization")}
         for name, model in _MODELS.items()

@@ -21,14 +21,17 @@ from narwhal_trial._commands import (
     check_command,
     describe,
     fail,
+    predict_command,
     prepare_command,
     reconcile_command,
 )
 from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
-from narwhal_trial._errors import TrialError
+from narwhal_trial._errors import TrialError, TrialUsageError
+from narwhal_trial._predict import PredictRequest, TrialTarget
 from narwhal_trial._run import run_trial
 from narwhal_trial._settings import RunSettings
 from narwhal_trial._stats import parse_fraction, parse_seconds
+from narwhal_trial._vtime import TrialShape
 
 ENV_BASE = "NARWHAL_TRIAL_URL"
 
@@ -52,6 +55,7 @@ def _app() -> typer.Typer:
     app.command("run")(run)
     app.command("check")(check)
     app.command("reconcile")(reconcile)
+    app.command("predict")(predict)
     return app
 
 
@@ -279,6 +283,86 @@ def reconcile(
         raise typer.Exit(fail(inv.prog, exc)) from exc
     print(text)
     raise typer.Exit(code)
+
+
+def predict(
+    ctx: typer.Context,
+    fleet: Annotated[Path, typer.Option("--fleet", help="narwhal.fleet file of the fleet.")],
+    profiles: Annotated[Path, typer.Option("--profiles", help="Accepted profile store.")],
+    input_tokens: Annotated[int, typer.Option("--input-tokens", min=1, help="Prompt tokens.")],
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens.")],
+    requests: Annotated[int, typer.Option("--requests", min=1, help="Offers of the trial.")],
+    ttft: Annotated[str, typer.Option("--ttft", help="TTFT bound, seconds.")],
+    tpot: Annotated[str, typer.Option("--tpot", help="TPOT bound, seconds.")],
+    attainment: Annotated[str, typer.Option("--attainment", help="Required good fraction.")],
+    rate: Annotated[
+        float | None, typer.Option("--rate", help="Offered requests per second to predict.")
+    ] = None,
+    find_max_rate: Annotated[
+        bool,
+        typer.Option("--find-max-rate", help="Also search the highest rate predicted to pass."),
+    ] = False,
+    limits: Annotated[
+        Path | None, typer.Option("--limits", help="narwhal.limits file (max_num_seqs).")
+    ] = None,
+    kv_transfer: Annotated[
+        float,
+        typer.Option(
+            "--kv-transfer-s-per-token",
+            min=0.0,
+            help="Seconds per prompt token to move a split request's KV from the prefill to the "
+            "decode engine (no profile measures it).",
+        ),
+    ] = 0.0,
+    max_num_batched_tokens: Annotated[
+        int,
+        typer.Option("--max-num-batched-tokens", min=1, help="The engines' per-step token budget."),
+    ] = 8192,
+    max_in_flight: Annotated[
+        int,
+        typer.Option(
+            "--max-in-flight", min=1, help="The trial's in-flight cap (as run --max-in-flight)."
+        ),
+    ] = 64,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the JSON document instead of the text.")
+    ] = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Also write the JSON document to this new file.")
+    ] = None,
+) -> None:
+    """Predict the trial from the profiles (no engine is contacted). Exit 0, or 2 for bad input
+    or a trial outside the profiled domain."""
+    inv: _Invocation = ctx.obj
+    try:
+        if rate is not None and not (0 < rate < float("inf")):
+            raise TrialUsageError(f"--rate must be a positive number, got {rate:g}")
+        req = PredictRequest(
+            fleet=fleet,
+            profiles=profiles,
+            limits=limits,
+            shape=TrialShape(
+                input_tokens,
+                output_tokens,
+                requests,
+                kv_transfer,
+                max_num_batched_tokens,
+                max_in_flight,
+            ),
+            target=TrialTarget(
+                _decimal(parse_seconds, ttft, "--ttft"),
+                _decimal(parse_seconds, tpot, "--tpot"),
+                _decimal(parse_fraction, attainment, "--attainment"),
+            ),
+            rate=rate,
+            find_max_rate=find_max_rate,
+        )
+        text = predict_command(req, as_json=json_out, out=out)
+    except TrialError as exc:
+        raise typer.Exit(fail(inv.prog, exc)) from exc
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    print(text)
 
 
 def main(argv: list[str] | None = None, *, launcher: Path | None = None) -> None:

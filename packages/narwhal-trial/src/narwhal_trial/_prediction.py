@@ -1,0 +1,159 @@
+"""The ``predict`` document (``narwhal.trial.prediction``) and its text summary."""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from narwhal_trial._records import Distribution
+
+PREDICTION_FORMAT: Final = "narwhal.trial.prediction"
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
+    )
+
+
+class FitInterval(_Doc):
+    """The attainment of the fleet whose fits are all off by their worst relative residual."""
+
+    method: Literal["fit-residuals"] = Field(
+        default="fit-residuals",
+        description="low: every fit scaled up by its worst-point relative error; high: scaled "
+        "down by it",
+    )
+    low: float
+    high: float
+
+
+class EngineUse(_Doc):
+    """What the virtual fleet asked of one engine."""
+
+    iid: str
+    role: str
+    device: str = Field(description="the virtual device (GPU group, or the engine alone)")
+    served: int = Field(description="requests this engine streamed to the client")
+    prefilled: int = Field(description="split requests this engine prefilled")
+    max_decoding: int = Field(description="most sequences decoding in one step")
+    decode_domain_max: int | None = Field(description="highest profiled decode concurrency")
+
+
+class RatePrediction(_Doc):
+    """The predicted outcome of one trial at one rate."""
+
+    rate: float
+    good: int
+    required_good: int
+    attainment: float = Field(description="good / requests")
+    attainment_interval: FitInterval
+    passed: bool = Field(alias="pass", description="good ≥ required_good")
+    pass_interval: tuple[bool, bool] = Field(
+        description="the verdict at the interval's low and high ends"
+    )
+    schedule_misses: int = Field(
+        description="offers due while --max-in-flight requests were in flight: the trial would "
+        "record them as client_schedule_miss and report client_schedule_valid false"
+    )
+    ttft_s: Distribution = Field(description="over the requests sent")
+    tpot_s: Distribution = Field(description="over the requests sent")
+    engines: list[EngineUse]
+
+
+class RateSearch(_Doc):
+    """``--find-max-rate``: the highest rate predicted to pass."""
+
+    max_rate: float | None = Field(description="null when even the lowest rate tried misses")
+    at_max: RatePrediction | None
+    limited_by: Literal["target", "profile domain"] = Field(
+        description="target: the next rate up misses; profile domain: the next rate up needs a "
+        "decode batch beyond the profiled concurrency, so nothing above is predicted"
+    )
+    detail: str
+    tried: list[tuple[float, str]] = Field(description="(rate, pass | miss | outside domain)")
+
+
+class Inputs(_Doc):
+    """The files and settings the prediction used."""
+
+    fleet: str
+    fleet_sha256: str
+    profiles: str
+    profiles_sha256: str
+    limits: str | None
+    input_tokens: int
+    output_tokens: int
+    requests: int
+    max_in_flight: int
+    ttft_s: str
+    tpot_s: str
+    attainment: str
+    kv_transfer_s_per_token: float
+    max_num_batched_tokens: int
+
+
+class Prediction(_Doc):
+    """``narwhal.trial.prediction``: a trial predicted from the profiles, before it runs."""
+
+    format: Literal["narwhal.trial.prediction"] = PREDICTION_FORMAT
+    format_version: Literal[1] = 1
+    generator: str = Field(description="narwhal-trial <version>")
+    inputs: Inputs
+    prediction: RatePrediction | None = Field(description="at --rate; null without it")
+    search: RateSearch | None = Field(description="with --find-max-rate")
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 1000:.1f} ms"
+
+
+def rate_lines(p: RatePrediction) -> list[str]:
+    """A few lines about one predicted rate."""
+    lo, hi = p.attainment_interval.low, p.attainment_interval.high
+    verdict = "PASS" if p.passed else "MISS"
+    if p.pass_interval[0] != p.pass_interval[1]:
+        verdict += " (borderline: the fits' residuals span the target)"
+    if p.schedule_misses:
+        verdict += (
+            f"; {p.schedule_misses} offers beyond --max-in-flight: the client's schedule would be "
+            "invalid"
+        )
+    lines = [
+        f"rate {p.rate:g}/s: predicted {p.good} good (need {p.required_good}), attainment "
+        f"{p.attainment:.3f} [{lo:.3f}, {hi:.3f}] -> {verdict}",
+        f"  TTFT p50 {_ms(p.ttft_s.p50)} p99 {_ms(p.ttft_s.p99)} max {_ms(p.ttft_s.max)}; "
+        f"TPOT p50 {_ms(p.tpot_s.p50)} p99 {_ms(p.tpot_s.p99)} max {_ms(p.tpot_s.max)}",
+    ]
+    for e in p.engines:
+        dom = "no decode fit" if e.decode_domain_max is None else f"≤ {e.decode_domain_max}"
+        lines.append(
+            f"  {e.iid} ({e.role}, device {e.device}): served {e.served}, prefilled "
+            f"{e.prefilled}, decode batch up to {e.max_decoding} (profiled {dom})"
+        )
+    return lines
+
+
+def render_text(doc: Prediction) -> str:
+    """The text summary ``predict`` prints."""
+    i = doc.inputs
+    lines = [
+        f"predicted from {i.profiles} for {i.requests} requests of {i.input_tokens} in / "
+        f"{i.output_tokens} out, TTFT ≤ {i.ttft_s} s, TPOT ≤ {i.tpot_s} s, attainment "
+        f"{i.attainment}"
+    ]
+    if doc.prediction is not None:
+        lines += rate_lines(doc.prediction)
+    if doc.search is not None:
+        s = doc.search
+        if s.max_rate is None:
+            lines.append(f"highest passing rate: none found ({s.detail})")
+        else:
+            lines.append(
+                f"highest passing rate: {s.max_rate:g}/s (limited by the {s.limited_by}: "
+                f"{s.detail})"
+            )
+            if s.at_max is not None:
+                lines += rate_lines(s.at_max)
+    return "\n".join(lines)

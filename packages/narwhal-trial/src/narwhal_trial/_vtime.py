@@ -1,0 +1,248 @@
+"""The predictor's virtual-time fleet: the router policy, queued prefill, batched decode.
+
+Everything runs on a virtual clock from the profiles' fits; nothing is contacted. Per engine:
+
+- The prefill fit ``ttft(L) = a + b·L + c·L²`` and the decode fit
+  ``tpot(n, ctx) = d0 + d1·n + d2·n·ctx`` split into what occupies the GPU and what does not: a
+  request waits ``a - d0`` off the GPU (HTTP, tokenisation) before it can join a step; a step
+  costs ``d0`` plus ``d1·n + d2·Σctx`` for its ``n`` decoding sequences plus, per prefill chunk of
+  ``k`` tokens after ``p`` computed ones, ``b·k + c·((p + k)² - p²)``. So an idle engine's TTFT is
+  the fit's ``a + b·L + c·L²`` and ``n`` streams decode at the fit's ``tpot(n, ctx)``.
+- Continuous batching as vLLM's scheduler: admission first-come-first-served while fewer than
+  ``max_num_seqs`` (the limits file; unbounded without it) run; each step one decode token for
+  every sequence past its prefill, then prefill chunks of the others within
+  ``max_num_batched_tokens`` (decode tokens use the budget first).
+- Engines that share a GPU group run on one device whose step costs add (time slicing), unless
+  their profile was measured ``--colocated``: such fits already hold the neighbours' slowdown, so
+  the engine gets a device of its own.
+- The router policy of ``narwhal-sim`` (its README, "Router"): the serving engine is the
+  ``mixed``/``decode`` engine with the fewest resident requests (ties: fleet order); a ``decode``
+  serving engine in a fleet with ``prefill`` engines splits the request: the least-resident prefill
+  engine prefills it (one output token), the KV moves in ``kv_transfer_s_per_token`` per prompt
+  token, and the decode engine computes the last prompt token only, then streams.
+- The trial client's ``--max-in-flight``: an offer due while that many requests are in flight is
+  a schedule miss, never sent (and never good).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class EngineModel:
+    """One engine as the predictor sees it (fits in seconds)."""
+
+    iid: str
+    role: str
+    device: str
+    a: float
+    b: float
+    c: float
+    d0: float
+    d1: float
+    d2: float
+    max_num_seqs: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TrialShape:
+    """The trial's shape and the two settings no profile holds."""
+
+    input_tokens: int
+    output_tokens: int
+    requests: int
+    kv_transfer_s_per_token: float = 0.0
+    max_num_batched_tokens: int = 8192
+    max_in_flight: int | None = 64  # the client's cap: an offer due beyond it is never sent
+
+
+@dataclass(slots=True, eq=False)
+class _Seq:
+    """One sequence on one engine (a split request has two)."""
+
+    req: int
+    prompt: int
+    target: int  # tokens this engine generates
+    ready: float
+    computed: int = 0
+    generated: int = 0
+    first: float = -1.0
+    last: float = -1.0
+
+
+@dataclass(slots=True)
+class _Engine:
+    model: EngineModel
+    delay: float
+    waiting: deque[_Seq] = field(default_factory=deque)
+    running: list[_Seq] = field(default_factory=list)
+    resident: int = 0
+    max_decoding: int = 0
+
+
+@dataclass(slots=True)
+class _Device:
+    engines: list[_Engine]
+    end: float | None = None
+    plan: list[tuple[_Engine, list[_Seq], list[tuple[_Seq, int]]]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Client-side times (seconds) of the requests sent, the offers the client's in-flight cap
+    kept back (never sent, never good), and what each engine saw."""
+
+    ttft: list[float]
+    tpot: list[float]
+    schedule_misses: int
+    served_by: dict[str, int]
+    prefilled_by: dict[str, int]
+    max_decoding: dict[str, int]
+
+
+def simulate(engines: list[EngineModel], shape: TrialShape, rate: float) -> Outcome:
+    """Offer ``shape.requests`` requests at ``n / rate`` to an idle fleet; run until all end."""
+    state = [_Engine(m, max(0.0, m.a - m.d0)) for m in engines]
+    devices: dict[str, _Device] = {}
+    for e in state:
+        devices.setdefault(e.model.device, _Device([])).engines.append(e)
+    serving = [e for e in state if e.model.role in ("mixed", "decode")] or state
+    prefillers = [e for e in state if e.model.role == "prefill"]
+    n_req = shape.requests
+    arrival = [k / rate for k in range(n_req)]
+    first = [0.0] * n_req
+    last = [0.0] * n_req
+    route: list[tuple[_Engine, _Engine | None] | None] = []
+    cap = shape.max_in_flight
+    missed = 0
+    served: dict[str, int] = {e.model.iid: 0 for e in state}
+    prefilled: dict[str, int] = {e.model.iid: 0 for e in state}
+    ended = 0
+    nxt = 0
+    # the next event: an arrival, a step's end, or an idle device's first ready request
+    while ended + missed < n_req:
+        t = arrival[nxt] if nxt < n_req else float("inf")
+        for dev in devices.values():
+            cand = dev.end if dev.end is not None else _next_ready(dev)
+            if cand is not None and cand < t:
+                t = cand
+        for dev in devices.values():  # commit steps ending now
+            if dev.end is not None and dev.end <= t:
+                ended += _commit(dev, dev.end, shape, first, last, route)
+                dev.end = None
+        while nxt < n_req and arrival[nxt] <= t:  # the client, then the router
+            if cap is not None and nxt - missed - ended >= cap:
+                route.append(None)
+                missed += 1
+                nxt += 1
+                continue
+            target = min(serving, key=lambda e: e.resident)
+            pre = (
+                min(prefillers, key=lambda e: e.resident)
+                if prefillers and target.model.role == "decode"
+                else None
+            )
+            target.resident += 1
+            served[target.model.iid] += 1
+            route.append((target, pre))
+            at = arrival[nxt]
+            if pre is None:
+                target.waiting.append(
+                    _Seq(nxt, shape.input_tokens, shape.output_tokens, at + target.delay)
+                )
+            else:
+                pre.resident += 1
+                prefilled[pre.model.iid] += 1
+                pre.waiting.append(_Seq(nxt, shape.input_tokens, 1, at + pre.delay))
+            nxt += 1
+        for dev in devices.values():  # idle devices start a step when work is ready
+            if dev.end is None:
+                _plan(dev, t, shape.max_num_batched_tokens)
+    sent = [k for k in range(n_req) if route[k] is not None]
+    ttft = [first[k] - arrival[k] for k in sent]
+    out = shape.output_tokens
+    tpot = [(last[k] - first[k]) / (out - 1) if out > 1 else 0.0 for k in sent]
+    decoding = {e.model.iid: e.max_decoding for e in state}
+    return Outcome(ttft, tpot, missed, served, prefilled, decoding)
+
+
+def _next_ready(dev: _Device) -> float | None:
+    ready = [e.waiting[0].ready for e in dev.engines if e.waiting]
+    return min(ready) if ready else None
+
+
+def _plan(dev: _Device, now: float, budget_tokens: int) -> None:
+    plan = []
+    cost = 0.0
+    for e in dev.engines:
+        m = e.model
+        limit = m.max_num_seqs
+        while e.waiting and e.waiting[0].ready <= now and (limit is None or len(e.running) < limit):
+            e.running.append(e.waiting.popleft())
+        if not e.running:
+            continue
+        decode = [s for s in e.running if s.computed >= s.prompt]
+        sum_ctx = sum(s.prompt + s.generated for s in decode)
+        cost += m.d0 + m.d1 * len(decode) + m.d2 * sum_ctx
+        e.max_decoding = max(e.max_decoding, len(decode))
+        budget = budget_tokens - len(decode)
+        chunks = []
+        for s in e.running:
+            if budget <= 0:
+                break
+            left = s.prompt - s.computed
+            if left <= 0:
+                continue
+            take = min(left, budget)
+            p = s.computed
+            cost += m.b * take + m.c * ((p + take) ** 2 - p * p)
+            chunks.append((s, take))
+            budget -= take
+        plan.append((e, decode, chunks))
+    if plan:
+        dev.plan = plan
+        dev.end = now + cost
+
+
+def _commit(
+    dev: _Device,
+    now: float,
+    shape: TrialShape,
+    first: list[float],
+    last: list[float],
+    route: list[tuple[_Engine, _Engine | None] | None],
+) -> int:
+    """Emit the step's tokens; returns how many requests ended (last token at the client)."""
+    ended = 0
+    for e, decode, chunks in dev.plan:
+        done: list[_Seq] = []
+        for s in decode:
+            s.generated += 1
+            s.last = now
+            if s.generated >= s.target:
+                done.append(s)
+        for s, take in chunks:
+            s.computed += take
+            if s.computed >= s.prompt:
+                s.generated = 1
+                s.first = s.last = now
+                if s.target <= 1:
+                    done.append(s)
+        for s in done:
+            e.running.remove(s)
+            e.resident -= 1
+            routed = route[s.req]
+            assert routed is not None  # only sent requests have sequences
+            target, pre = routed
+            if pre is e:  # the prefill half: hand the KV to the decode engine
+                ready = now + shape.kv_transfer_s_per_token * s.prompt + target.delay
+                seq = _Seq(s.req, s.prompt, shape.output_tokens, ready, computed=s.prompt - 1)
+                target.waiting.append(seq)
+                continue
+            first[s.req] = s.first
+            last[s.req] = s.last
+            ended += 1
+    dev.plan = []
+    return ended
