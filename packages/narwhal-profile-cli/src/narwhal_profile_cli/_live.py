@@ -6,6 +6,7 @@ one, so an abort or an interrupt keeps every finished profile.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
 import time
@@ -43,6 +44,7 @@ class LiveState:
 
     written: int = 0
     measured: list[Measured] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl-C seen (set by the command's signal handler)
 
 
 def select_engines(fleet: LoadedFleet, only: Sequence[str]) -> list[EngineEntry]:
@@ -147,6 +149,8 @@ async def run_live(
                         f"input {c.input_len} x {c.concurrency}: {c.reason}" for c in left_out
                     )
                 )
+            if state.interrupted:  # Ctrl-C whose cancellation a library swallowed: stop here
+                raise asyncio.CancelledError
             state.measured.append(assemble(fleet, measurement))
             store, sidecar = documents(fleet, state.measured)
             try:
