@@ -16,6 +16,7 @@ from narwhal_engine_client import (
     StreamRecord,
     token_counting,
 )
+from narwhal_profile_cli._decode_sweep import _send_skew
 from narwhal_profile_cli._errors import ProfileAbortError
 from narwhal_profile_cli._evidence import check_unchanged, generation
 from narwhal_profile_cli._live import select_engines
@@ -337,3 +338,19 @@ def test_running_out_of_distinct_short_prompts_is_an_abort_not_a_crash() -> None
             drawn.add(tuple(factory.prompt(1)))
     assert caught.value.exit_code == 1 and caught.value.code == "prompts_exhausted"
     assert len(drawn) <= MIN_POOL
+
+
+def test_a_cohort_sent_far_apart_names_the_send_skew() -> None:
+    """Streams the client started 1.2 s apart: the reason says so (more tokens would not help)."""
+
+    def rec(send_ms: float) -> StreamRecord:
+        send = int(send_ms * 1e6)
+        return StreamRecord(
+            "r", send, chunk_ns=[send + 10**6, send + 400 * 10**6], chunk_tokens=[1, 1]
+        )
+
+    together = [rec(0.0), rec(0.5), rec(1.0)]
+    assert _send_skew(together) is None
+    apart = [rec(0.0), rec(1246.2), rec(1246.6)]
+    reason = _send_skew(apart)
+    assert reason is not None and "sent the 3 streams 1246.6 ms apart" in reason

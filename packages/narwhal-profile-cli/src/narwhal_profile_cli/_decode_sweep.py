@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from narwhal_engine_client import StreamRecord
+from narwhal_engine_client import EngineClientError, StreamRecord
 from narwhal_fit import (
     DecodeFit,
     DecodePoint,
@@ -109,6 +109,15 @@ async def _stream_all(
     opening: list[Observation],
 ) -> tuple[list[StreamRecord], MetricsWatch]:
     client = probe.client
+    try:  # one kept-alive connection per stream, so that no stream waits for a connect
+        await client.preconnect(len(requests))
+    except EngineClientError as exc:
+        raise ProfileAbortError(
+            f"engine {probe.iid}: cannot open {len(requests)} connections for a decode cohort: "
+            f"{exc}",
+            engine=probe.iid,
+            code="engine_error",
+        ) from exc
     async with MetricsWatch(client, clock_ns, observations=list(opening)) as watch:
         records = await asyncio.gather(
             *(
@@ -117,6 +126,21 @@ async def _stream_all(
             )
         )
     return list(records), watch
+
+
+def _send_skew(records: list[StreamRecord]) -> str | None:
+    """Why streams did not overlap when the client itself started them far apart: the sends
+    spread over more than a quarter of the shortest stream's own duration."""
+    sends = [r.send_ns for r in records]
+    spread = max(sends) - min(sends)
+    durations = [r.chunk_ns[-1] - r.send_ns for r in records if r.chunk_ns]
+    if not durations or spread <= min(durations) / 4:
+        return None
+    return (
+        f"the client sent the {len(records)} streams {spread / 1e6:.1f} ms apart (a stream lasted "
+        f"{min(durations) / 1e6:.1f} ms): they were never started together, so more tokens may "
+        "not help; the client machine was too busy"
+    )
 
 
 def _judge(ended: _Ended) -> Cohort:
@@ -138,6 +162,9 @@ def _judge(ended: _Ended) -> Cohort:
                 f"the engine's metrics show up to {queued:g} of the {concurrency} streams "
                 "waiting (its batch or KV cache was full)"
             )
+        skew = _send_skew(records)
+        if skew is not None:
+            reasons.append(skew)
         reasons.append(str(exc))
     else:
         intervals = tpot.intervals_per_stream
