@@ -26,10 +26,12 @@ TIME_SCALE = 4.0
 
 #: A small sweep: three prefill lengths, two decode input lengths, two concurrencies. 192-token
 #: streams decode for ~0.27 s of real time at time scale 4, so an 8-stream cohort overlaps by design
-#: however late a loaded machine starts its last stream (64 tokens gave ~90 ms).
+#: however late a loaded machine starts its last stream (64 tokens gave ~90 ms). Prefill lengths
+#: from 2,048 tokens keep every TTFT at 13 ms of real time or more, well above what loopback HTTP
+#: on a loaded machine adds (from 256 tokens, ~4 ms, the prefill gate once failed at 23%).
 SWEEP = (
     "--prefill-lens",
-    "256,1024,4096",
+    "2048,8192,16384",
     "--decode-input-lens",
     "512,2048",
     "--decode-concurrency",

@@ -162,7 +162,7 @@ def test_refit_gates_abort(measured: Measured, tmp_path: Path) -> None:
 
     def noisy(entry: Any) -> None:
         for sample in entry.prefill_samples:
-            if sample.length == 1024:
+            if sample.length == 8192:  # the middle length of the sweep
                 sample.ttft_s = [t * 8.0 for t in sample.ttft_s]
 
     store = _rewrite(measured.store_a, tmp_path / "in" / "profiles.json", noisy)
