@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -69,6 +70,25 @@ def test_stalled_fleet_forces_schedule_misses_that_are_never_sent(
     assert rec.returncode == 0, rec.stdout + rec.stderr
 
 
+def _run_with_faults(
+    start_cli: Callable[..., subprocess.Popen[str]],
+    fleet: SimFleet,
+    workload: Path,
+    out: Path,
+    requests: int,
+    **faults: Any,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A run whose engine gets ``faults`` once the warm-up has ended; it must exit 2 (attainment
+    missed). Returns its records and summary."""
+    proc = start_cli(*run_args(str(fleet.router_url), workload, out, requests=requests))
+    _after_warmup(fleet, out)
+    fleet.set_faults("e0", **faults)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2, stdout + stderr
+    _, records, summary = read_run(out)
+    return records, summary
+
+
 def test_http_errors_and_cut_streams_count_as_failures(
     start_cli: Callable[..., subprocess.Popen[str]],
     fresh_fleet: SimFleet,
@@ -76,13 +96,10 @@ def test_http_errors_and_cut_streams_count_as_failures(
     tmp_path: Path,
 ) -> None:
     """Refusals and cut streams stay in the denominator: attainment missed, schedule valid."""
-    out = tmp_path / "faulty"
-    proc = start_cli(*run_args(str(fresh_fleet.router_url), tiny_workload, out, requests=20))
-    _after_warmup(fresh_fleet, out)
-    fresh_fleet.set_faults("e0", http_error={"status": 503, "rate": 0.5}, cut_after_tokens=5)
-    stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 2, stdout + stderr
-    _, records, summary = read_run(out)
+    records, summary = _run_with_faults(
+        start_cli, fresh_fleet, tiny_workload, tmp_path / "faulty", 20,
+        http_error={"status": 503, "rate": 0.5}, cut_after_tokens=5,
+    )  # fmt: skip
     counts = summary["counts"]
     assert summary["client_schedule_valid"] is True and summary["pass"] is False
     assert summary["requests"] == 20 == len(records)
@@ -104,13 +121,9 @@ def test_chunks_disagreeing_with_usage_are_protocol_errors(
     tmp_path: Path,
 ) -> None:
     """A usage count the chunks do not add up to is a protocol_error, never a measurement."""
-    out = tmp_path / "lying-usage"
-    proc = start_cli(*run_args(str(fresh_fleet.router_url), tiny_workload, out, requests=6))
-    _after_warmup(fresh_fleet, out)
-    fresh_fleet.set_faults("e0", usage_excess_tokens=3)
-    stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 2, stdout + stderr
-    _, records, summary = read_run(out)
+    records, summary = _run_with_faults(
+        start_cli, fresh_fleet, tiny_workload, tmp_path / "lying-usage", 6, usage_excess_tokens=3
+    )
     assert summary["counts"]["protocol_error"] + summary["counts"]["completed"] == 6
     errors = [r for r in records if r["status"] == "protocol_error"]
     assert errors and all(not r["good"] for r in errors)
