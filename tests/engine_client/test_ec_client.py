@@ -211,3 +211,26 @@ async def test_key_never_in_repr_errors_or_records(closed_port, sse):
     for text in seen:
         assert KEY not in text
         assert "SECRET" not in text
+
+
+async def test_a_plain_http_client_does_not_load_the_ca_bundle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """httpx loads its CA bundle (~50 ms) for every client; a ``http://`` engine's client never
+    speaks TLS, so it must not pay for it (issue 15: a fleet of 32 engines paid 1.6 s), while an
+    ``https://`` engine's client still verifies with the bundle."""
+    import certifi
+
+    loads: list[str] = []
+
+    def where() -> str:
+        loads.append("ca bundle")
+        raise RuntimeError("the CA bundle was loaded")
+
+    monkeypatch.setattr(certifi, "where", where)
+    async with EngineClient("HTTP://engine.test:8000"):
+        pass
+    assert loads == []
+    with pytest.raises(RuntimeError, match="CA bundle was loaded"):
+        EngineClient("https://engine.test:8443")
+    assert loads == ["ca bundle"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -38,6 +39,19 @@ _JSON = {"Content-Type": "application/json"}
 
 StreamTransport = Literal["httpx", "raw"]
 STREAM_TRANSPORTS: tuple[StreamTransport, ...] = ("httpx", "raw")
+
+
+def _tls_verification(base_url: str) -> ssl.SSLContext | bool:
+    """What the HTTP client verifies TLS with: httpx's default (the CA bundle) for ``https://``.
+
+    httpx loads its CA bundle for every client it builds, about 50 ms each, though a client for a
+    ``http://`` engine never speaks TLS (its base URL is fixed and redirects are not followed).
+    Such a client gets an empty context instead, which still requires a certificate and checks
+    host names but trusts no CA: were TLS ever attempted, it would fail closed.
+    """
+    if base_url.lower().startswith("http://"):
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return True
 
 
 class EngineClient:
@@ -83,6 +97,7 @@ class EngineClient:
             transport=transport,
             follow_redirects=False,
             trust_env=False,
+            verify=_tls_verification(self.base_url),
         )
         self.stream_transport: StreamTransport = stream_transport
         self._raw: RawStreamPool | None = None

@@ -6,12 +6,15 @@ stream inside the measured window: input tokens + mean output position (see ``co
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import ArrayLike, NDArray
 
 from ._document import (
     check_keys,
@@ -83,6 +86,8 @@ class DecodeFit:
 
     def predict_many(self, concurrency: ArrayLike, ctx: ArrayLike) -> NDArray[np.float64]:
         """Predicted TPOTs in seconds; ``concurrency`` and ``ctx`` broadcast against each other."""
+        import numpy as np  # deferred: numpy loads with the first fit, not with the package
+
         n = np.asarray(concurrency, dtype=np.float64)
         x = np.asarray(ctx, dtype=np.float64)
         c = self.coefficients
@@ -190,10 +195,10 @@ def fit_decode(points: Sequence[DecodePoint]) -> DecodeFit:
     lens: list[int] = []
     for i, p in enumerate(points):
         ns.append(positive_int(p.concurrency, f"decode point[{i}].concurrency"))
-        ctx = p.ctx
-        if isinstance(ctx, bool) or not isinstance(ctx, int | float | np.integer | np.floating):
+        ctx: object = p.ctx  # typed float, but checked: callers pass what they measured
+        if isinstance(ctx, bool) or not isinstance(ctx, numbers.Real):
             raise InsufficientDataError(f"decode point[{i}].ctx must be a number, got {ctx!r}")
-        if not np.isfinite(ctx) or ctx < 0:
+        if not math.isfinite(ctx) or float(ctx) < 0:
             raise InsufficientDataError(
                 f"decode point[{i}].ctx must be finite and >= 0, got {ctx!r}"
             )
@@ -206,6 +211,8 @@ def fit_decode(points: Sequence[DecodePoint]) -> DecodeFit:
             "a decode fit needs points at two or more distinct concurrencies, "
             f"got {sorted(set(ns))}"
         )
+    import numpy as np  # deferred: numpy loads with the first fit, not with the package
+
     n = np.array(ns, dtype=np.float64)
     x = np.array(ctxs, dtype=np.float64)
     y = np.array(ys, dtype=np.float64)

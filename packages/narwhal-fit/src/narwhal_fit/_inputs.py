@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from numpy.typing import NDArray
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 from ._errors import InsufficientDataError
 
@@ -16,7 +18,7 @@ __all__ = ["positive_int", "positive_time", "positive_times"]
 
 def positive_int(value: Any, what: str) -> int:
     """Return ``value`` when it is an integer >= 1 (bools and integral floats refused)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InsufficientDataError(f"{what} must be a positive integer, got {value!r}")
     if value < 1:
         raise InsufficientDataError(f"{what} must be a positive integer, got {value!r}")
@@ -25,7 +27,7 @@ def positive_int(value: Any, what: str) -> int:
 
 def positive_time(value: Any, what: str) -> float:
     """Return ``value`` as a float when it is a finite number > 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InsufficientDataError(f"{what} must be a number of seconds, got {value!r}")
     number = float(value)
     if not math.isfinite(number) or number <= 0.0:
@@ -35,6 +37,8 @@ def positive_time(value: Any, what: str) -> float:
 
 def positive_times(values: Sequence[Any], what: str) -> NDArray[np.float64]:
     """Validate every value with :func:`positive_time` and return them as a float64 array."""
+    import numpy as np  # deferred: numpy loads with the first fit, not with the package
+
     return np.array(
         [positive_time(v, f"{what}[{i}]") for i, v in enumerate(values)], dtype=np.float64
     )

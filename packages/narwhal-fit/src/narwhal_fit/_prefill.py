@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import ArrayLike, NDArray
 
 from ._document import check_keys, get_int, get_list, get_mapping, read_header, write_document
 from ._errors import FitError, InsufficientDataError
@@ -58,6 +59,8 @@ class PrefillFit:
 
     def predict_many(self, lengths: ArrayLike) -> NDArray[np.float64]:
         """Predicted TTFTs in seconds, elementwise over ``lengths`` (any array shape)."""
+        import numpy as np  # deferred: numpy loads with the first fit, not with the package
+
         x = np.asarray(lengths, dtype=np.float64)
         c = self.coefficients
         return np.asarray(c["a"] + c["b"] * x + c["c"] * x * x, dtype=np.float64)
@@ -132,6 +135,8 @@ def median_by_length(raw: Mapping[int, Sequence[float]]) -> dict[int, float]:
     Every timing must be finite and positive and every length needs at least one timing;
     otherwise :class:`InsufficientDataError` names the length and value.
     """
+    import numpy as np  # deferred: numpy loads with the first fit, not with the package
+
     out: dict[int, float] = {}
     for length in sorted(raw):
         key = positive_int(length, "prefill length")
@@ -173,6 +178,8 @@ def fit_prefill(lengths: Sequence[int], ttft_s: Sequence[float]) -> PrefillFit:
         positive_time(v, f"ttft_s at length {n}") for n, v in zip(checked, ttft_s, strict=True)
     ]
     order = sorted(range(len(checked)), key=checked.__getitem__)
+    import numpy as np  # deferred: numpy loads with the first fit, not with the package
+
     x = np.array([checked[i] for i in order], dtype=np.float64)
     y = np.array([times[i] for i in order], dtype=np.float64)
     design = np.column_stack([np.ones_like(x), x, x * x])

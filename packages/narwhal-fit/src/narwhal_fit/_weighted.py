@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import numpy as np
-from numpy.typing import NDArray
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 from ._errors import FitConvergenceError
 
@@ -26,6 +27,7 @@ def nnls_relative(design: NDArray[np.float64], y: NDArray[np.float64]) -> NDArra
     A column that is identically zero gets coefficient 0. ``y`` must be finite and positive
     (callers check). The Lawson-Hanson active-set solver is deterministic.
     """
+    import numpy as np  # deferred, as numpy: imported by the first fit, not with the package
     from scipy.optimize import nnls  # deferred: scipy.optimize takes 0.3-1 s to import
 
     weighted = design / y[:, np.newaxis]

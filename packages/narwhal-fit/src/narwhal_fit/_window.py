@@ -20,11 +20,10 @@ Definitions (DESIGN §4):
 from __future__ import annotations
 
 import bisect
+import numbers
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from ._decode import DecodePoint
 from ._errors import InsufficientDataError, NeedsMoreTokensError
@@ -43,7 +42,9 @@ _MIN_INTERVALS = 2
 
 
 def _as_int(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+    if type(value) is int:  # the common case, without the ABC check below
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InsufficientDataError(f"{what} must be an integer nanosecond time, got {value!r}")
     return int(value)
 
@@ -79,9 +80,10 @@ def expand_chunks(chunk_ns: Sequence[int], chunk_tokens: Sequence[int]) -> list[
     out: list[int] = []
     for i, (t, k) in enumerate(zip(chunk_ns, chunk_tokens, strict=True)):
         time_ns = _as_int(t, f"chunk_ns[{i}]")
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 0:
+        count: object = k  # typed int, but checked: callers pass what they measured
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
             raise InsufficientDataError(f"chunk_tokens[{i}] must be an integer >= 0, got {k!r}")
-        out.extend([time_ns] * int(k))
+        out.extend([time_ns] * int(count))
     return out
 
 

@@ -5,6 +5,8 @@ Only this layer turns errors into exit codes and one-line messages (or the JSON 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -301,5 +303,14 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    sys.exit(run())
+    """Console-script entry point: run, flush, and exit without the interpreter's teardown.
+
+    Every output is written (atomically) and every stream closed by then; unloading numpy, scipy
+    and a sweep's objects only added 0.15-0.3 s to the operator's wait (issue 15). ``run`` is the
+    entry for callers that stay in the process.
+    """
+    code = run()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream: nothing to flush
+            stream.flush()
+    os._exit(code)
