@@ -145,3 +145,37 @@ async def test_client_metrics_endpoint():
     assert snap.sum("vllm:num_requests_running") == 5.0
     assert info.value.status == 500
     assert info.value.message == "Internal Server Error"
+
+
+def test_named_families_parse_alone_with_the_same_values():
+    """``names`` parses only the families of those names (issue 15: a cohort's closing reading
+    is read while the engine idles), with exactly the values of a full parse; a counter is
+    found by its family or ``_total`` name, and the rest of the page is not there."""
+    watched = ("vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:prompt_tokens_total")
+    full = MetricsSnapshot.from_text(PAGE)
+    some = MetricsSnapshot.from_text(PAGE, names=watched)
+    assert set(some.families) == {
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:prompt_tokens",
+        "vllm:prompt_tokens_created",
+    }
+    for name in ("vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:prompt_tokens"):
+        assert some.sum(name) == full.sum(name) is not None
+    assert some.families["vllm:prompt_tokens"].type == "counter"
+    assert some.sum("vllm:num_requests_running") is None
+    assert some.cache_config() is None
+    assert some.process_start_time_seconds is None
+    histogram = MetricsSnapshot.from_text(PAGE, names=["vllm:time_to_first_token_seconds"])
+    assert histogram.value("vllm:time_to_first_token_seconds_bucket", le="0.04") == 6.0
+    assert histogram.value("vllm:time_to_first_token_seconds_count") == 10.0
+
+
+async def test_client_metrics_can_ask_for_named_families():
+    """metrics(names=...) reads the same page and keeps only those families."""
+    with respx.mock(base_url=BASE) as mock:
+        mock.get("/metrics").mock(return_value=httpx.Response(200, text=PAGE))
+        async with EngineClient(BASE) as client:
+            snap = await client.metrics(names=["vllm:num_requests_running"])
+    assert list(snap.families) == ["vllm:num_requests_running"]
+    assert snap.sum("vllm:num_requests_running") == 5.0

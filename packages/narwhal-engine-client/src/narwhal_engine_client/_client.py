@@ -6,7 +6,7 @@ import json
 import os
 import ssl
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -230,12 +230,13 @@ class EngineClient:
             body["model"] = model
         return parse_detokenize(await self._json("POST", "/detokenize", body=body))
 
-    async def metrics(self) -> MetricsSnapshot:
-        """``GET /metrics``, parsed."""
+    async def metrics(self, *, names: Collection[str] | None = None) -> MetricsSnapshot:
+        """``GET /metrics``, parsed: every family, or only those of ``names`` (sample or family
+        names; see ``MetricsSnapshot.from_text``)."""
         response = await self._call("GET", "/metrics")
         if response.status_code != 200:
             raise self._http_error(response, "/metrics")
-        return MetricsSnapshot.from_text(response.text)
+        return MetricsSnapshot.from_text(response.text, names)
 
     async def complete(
         self, body: Mapping[str, Any], *, request_id: str | None = None

@@ -101,6 +101,19 @@ def _cohort_requests(
         )
 
 
+async def _preconnect(probe: EngineProbe, count: int) -> None:
+    """Keep ``count`` idle kept-alive connections, one per stream, so no stream waits for a
+    connect."""
+    try:
+        await probe.client.preconnect(count)
+    except EngineClientError as exc:
+        raise ProfileAbortError(
+            f"engine {probe.iid}: cannot open {count} connections for a decode cohort: {exc}",
+            engine=probe.iid,
+            code="engine_error",
+        ) from exc
+
+
 async def _stream_all(
     probe: EngineProbe,
     requests: list[PreparedRequest],
@@ -109,15 +122,7 @@ async def _stream_all(
     opening: list[Observation],
 ) -> tuple[list[StreamRecord], MetricsWatch]:
     client = probe.client
-    try:  # one kept-alive connection per stream, so that no stream waits for a connect
-        await client.preconnect(len(requests))
-    except EngineClientError as exc:
-        raise ProfileAbortError(
-            f"engine {probe.iid}: cannot open {len(requests)} connections for a decode cohort: "
-            f"{exc}",
-            engine=probe.iid,
-            code="engine_error",
-        ) from exc
+    await _preconnect(probe, len(requests))  # a no-op when the previous ramp opened them
     async with MetricsWatch(client, clock_ns, observations=list(opening)) as watch:
         records = await asyncio.gather(
             *(
@@ -213,9 +218,10 @@ async def run_decode(
     """Every cohort of the sweep, valid or not, with no idle engine between cohorts.
 
     Once a cohort's streams are on the wire, while the engine prefills them, the previous cohort
-    is judged and the next cohort's prompts and bodies are built (one request at a time, yielding
-    in between), and ``chores`` run in the first ramp long enough for them. Each cohort's requests
-    are verified as soon as it ends, so a failed request aborts before the next cohort is sent.
+    is judged, the next cohort's prompts and bodies are built (one request at a time, yielding
+    in between) and the connections it lacks are opened, and ``chores`` run in the first ramp
+    long enough for them. Each cohort's requests are verified as soon as it ends, so a failed
+    request aborts before the next cohort is sent.
     """
     plan = [
         (input_len, n, repeat)
@@ -255,6 +261,9 @@ async def run_decode(
                 ):
                     upcoming.append(request)
                     await asyncio.sleep(0)
+                # this cohort's connections come back idle when it ends: open only the rest now,
+                # so no connect falls between two cohorts
+                await _preconnect(probe, max(0, next_n - n))
             records, watch = await task
         except BaseException:
             task.cancel()

@@ -21,6 +21,8 @@ KV_USAGE = "vllm:kv_cache_usage_perc"
 PREEMPTIONS = "vllm:num_preemptions"
 #: KV-cache usage (a fraction, despite the name) at or above which the cache counts as exhausted.
 KV_EXHAUSTED = 0.99
+#: The only families a watch parses: a cohort's closing reading is read while the engine idles.
+WATCHED = (WAITING, RUNNING, KV_USAGE, PREEMPTIONS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,7 @@ class MetricsWatch:
     async def _read(self) -> None:
         sent = self.clock_ns()
         try:
-            snapshot = await self.client.metrics()
+            snapshot = await self.client.metrics(names=WATCHED)
         except EngineClientError as exc:
             self.errors.append(str(exc))
             return
