@@ -118,7 +118,8 @@ def _imported_modules(src: Path) -> set[str]:
 
 @pytest.mark.parametrize(("dist", "module"), sorted(PACKAGES.items()))
 def test_dependency_direction(dist: str, module: str) -> None:
-    """Libraries never import CLIs, the report or the simulator; fit and store never import httpx."""
+    """Libraries never import CLIs, the report or the simulator; fit and store never import
+    httpx."""
     imported = _imported_modules(ROOT / "packages" / dist / "src")
     if dist != "narwhal-sim":
         assert "narwhal_sim" not in imported

@@ -26,6 +26,7 @@ def _command(
             help="Profile stores (their .samples.json sidecar beside them) and trial "
             "run folders, one or many.",
             show_default=False,
+            metavar="PATH",
         ),
     ],
     out: Annotated[Path, typer.Option("--out", help="The HTML file to write (0600).")],

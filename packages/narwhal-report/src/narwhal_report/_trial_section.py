@@ -210,7 +210,7 @@ def attainment_figure(run: TrialRun) -> str:
     ax.set_xlim(0, 1.005)
     ax.set_yticks([])
     ax.set_xlabel("good / offers")
-    ax.legend(loc="center left", ncols=2)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _svg.to_svg(fig, f"attainment of {run.path.name}")
 
 
