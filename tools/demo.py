@@ -5,7 +5,8 @@ router on 127.0.0.1:18000 and a journal), profiles it with ``narwhal-profile``, 
 runbook's workload, runs ``check``, predicts both rates from the profiles (``predict``, with the
 highest passing rate), runs the trial at 0.5 and then 1 request/s (20 requests each by
 default; ``FULL=1`` runs the runbook's 200), reconciles each run with the router journal, prints a
-verdict per rate, and stops everything it started, also on errors and Ctrl-C. Everything is written
+verdict per rate, writes the run's report (``narwhal-report``: ``report.html``, its path is the last
+line printed), and stops everything it started, also on errors and Ctrl-C. Everything is written
 under a fresh private ``runs/demo-XXXXXXXX`` folder; nothing else in the checkout changes.
 
 Exit status: 0 when every step ran as expected (a rate that misses its target is a verdict, not a
@@ -184,6 +185,24 @@ def profile_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "narwhal_profile_cli"]
 
 
+def report_command() -> list[str]:
+    """``narwhal-report`` from the same environment (its module when the script is absent)."""
+    script = Path(sys.executable).parent / "narwhal-report"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "narwhal_report"]
+
+
+def write_report(folder: Path, store: Path, scale: float) -> Path:
+    """The run's report: the profiles and every rate that ran, as one offline HTML page."""
+    out = folder / "report.html"
+    runs = sorted(p for p in (folder / "trial").glob("rate-*") if (p / "summary.json").is_file())
+    step(
+        "report: profiles and trials as one HTML page",
+        [*report_command(), str(store), *map(str, runs), "--out", str(out),
+         "--kv-transfer-s-per-token", f"{KV_TRANSFER_S_PER_TOKEN / scale:g}"],
+    )  # fmt: skip
+    return out
+
+
 def trial(*args: str) -> list[str]:
     """The runbook's command line for ``load_trial.py``."""
     return [sys.executable, str(LAUNCHER), *args]
@@ -321,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ))  # fmt: skip
             predicted = predict_rates(tdir, fleet, store, args.requests, args.time_scale)
             verdicts = run_rates(base, tdir, args.requests, args.time_scale)
+        report = write_report(folder, store, args.time_scale)  # the fleet is stopped: offline
     except StepFailed as exc:
         say(f"demo FAILED: {exc}")
         return 1
@@ -332,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"   {rate:g} request/s predicted: {predicted.get(rate, 'n/a')}")
         say(f"   {rate:g} request/s measured:  {verdicts.get(rate, 'not run (the sweep ended)')}")
     say(f"all records: {_short(str(folder))}")
+    say(f"report: {_short(str(report))}")
     return 0
 
 

@@ -43,3 +43,7 @@ def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
     assert "simulated fleet stopped" in out
     (folder,) = tmp_path.glob("demo-*")
     assert (folder / "trial" / "rate-1" / "summary.json").is_file()
+    assert "report: profiles and trials as one HTML page" in out
+    assert out.strip().splitlines()[-1] == f"report: {folder / 'report.html'}"
+    page = (folder / "report.html").read_text()
+    assert 'id="trial-2-rate-1"' in page and 'id="sweep-1"' in page

@@ -51,6 +51,7 @@ def test_every_member_builds_a_wheel_and_sdist(wheels: Path) -> None:
         "narwhal_profile_cli",
         "narwhal_trial",
         "narwhal_sim",
+        "narwhal_report",
     ):
         assert any(n.startswith(dist + "-") and n.endswith(".whl") for n in names), dist
         assert any(n.startswith(dist + "-") and n.endswith(".tar.gz") for n in names), dist

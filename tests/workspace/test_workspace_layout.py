@@ -18,6 +18,7 @@ PACKAGES = {
     "narwhal-profile-cli": "narwhal_profile_cli",
     "narwhal-trial": "narwhal_trial",
     "narwhal-sim": "narwhal_sim",
+    "narwhal-report": "narwhal_report",
 }
 # Third-party dependencies each library may declare (the issue's "installs alone with only ...").
 ALLOWED_THIRD_PARTY = {
@@ -45,8 +46,8 @@ def test_root_is_a_virtual_workspace() -> None:
     assert (ROOT / "uv.lock").is_file()
 
 
-def test_exactly_the_six_members_exist() -> None:
-    """packages/ holds the six members of the design card and nothing else."""
+def test_exactly_the_seven_members_exist() -> None:
+    """packages/ holds the seven members of the design card and nothing else."""
     found = {p.name for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file()}
     assert found == set(PACKAGES)
 
@@ -117,11 +118,16 @@ def _imported_modules(src: Path) -> set[str]:
 
 @pytest.mark.parametrize(("dist", "module"), sorted(PACKAGES.items()))
 def test_dependency_direction(dist: str, module: str) -> None:
-    """Libraries never import CLIs or the simulator; fit and store never import httpx."""
+    """Libraries never import CLIs, the report or the simulator; fit and store never import
+    httpx."""
     imported = _imported_modules(ROOT / "packages" / dist / "src")
     if dist != "narwhal-sim":
         assert "narwhal_sim" not in imported
-    assert not imported & {"narwhal_profile_cli", "narwhal_trial"} - {module}
+    # narwhal-report reads the trial's published record models (DESIGN §1); nothing imports it
+    commands = {"narwhal_profile_cli", "narwhal_report"} | (
+        set() if dist == "narwhal-report" else {"narwhal_trial"}
+    )
+    assert not imported & commands - {module}
     if dist in {"narwhal-fit", "narwhal-store"}:
         assert "httpx" not in imported
         assert not imported & {"narwhal_engine_client", "narwhal_fit", "narwhal_store"} - {module}

@@ -23,6 +23,7 @@ from narwhal_engine_client import MetricsSnapshot
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
 PROFILE = VENV_BIN / "narwhal-profile"
+REPORT = VENV_BIN / "narwhal-report"
 LAUNCHER = REPO / "tools" / "measurement" / "load_trial.py"
 COMMAND_TIMEOUT_S = 900.0
 
@@ -81,6 +82,11 @@ def run(argv: list[str], *, env: Mapping[str, str] | None = None, cwd: Path | No
 def profile(*args: str | Path, env: Mapping[str, str] | None = None) -> Done:
     """``narwhal-profile ARGS``."""
     return run([str(PROFILE), *map(str, args)], env=env)
+
+
+def report(*args: str | Path) -> Done:
+    """``narwhal-report ARGS``."""
+    return run([str(REPORT), *map(str, args)])
 
 
 def trial(*args: str | Path, env: Mapping[str, str] | None = None) -> Done:

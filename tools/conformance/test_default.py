@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from . import _browser as browser
 from . import _commands as cmd
 from ._checks import RefusalChecks, SuiteChecks
 from ._state import Conformance
@@ -60,3 +61,21 @@ class TestDefault(SuiteChecks, RefusalChecks):
             for key in ("mean_rel_error", "worst_rel_error"):
                 assert fits[side][key] == pytest.approx(profile[fit][key], rel=1e-12)
         assert cmd.read_json(suite.sidecar)["format"] == "narwhal.samples"
+
+
+def test_report_renders_in_chromium(suite: Suite) -> None:
+    """narwhal-report over this server's profile store and trial run gives a page that headless
+    Chromium renders with every section, no console message, and a screenshot in the run folder."""
+    if not suite.store.is_file() or not (suite.run_dir / "summary.json").is_file():
+        pytest.fail(f"no store or no trial run to report on\n{suite.profile.brief()}")
+    page = suite.root / "report.html"
+    done = cmd.report(suite.store, suite.run_dir, "--out", page)
+    suite.extra_done.append(done)
+    assert done.returncode == 0, done.brief()
+    shot = browser.render(page, suite.root / "report.png")
+    print(f"report screenshot: {shot.screenshot}")
+    assert not shot.console, shot.console
+    for ident in ("store-1", "trials", "trial-1-run"):
+        assert f'id="{ident}"' in shot.dom, ident
+    assert shot.dom.count("<svg") >= 5
+    assert shot.screenshot.stat().st_size > 20_000  # a blank 1280x4000 PNG is a few kB

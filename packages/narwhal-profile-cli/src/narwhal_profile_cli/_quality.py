@@ -13,13 +13,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from narwhal_store import FitDoc, FitQuality, Profile, decode_fit_suspect
+from narwhal_store import BURSTY_SHARE, FitDoc, FitQuality, Profile, decode_fit_suspect
 
 if TYPE_CHECKING:  # the sweep pulls in narwhal-fit (scipy): not needed to print a result
     from narwhal_profile_cli._decode_sweep import Cohort
 
-BURSTY_SHARE = 0.25
-"""A cohort with at least this share of burst intervals in its window was delivered in bursts."""
 FEW_INTERVALS = 8
 """A cohort whose streams had fewer in-window intervals than this gives a noisy TPOT."""
 

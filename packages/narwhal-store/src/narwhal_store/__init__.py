@@ -3,9 +3,11 @@
 Strict pydantic models for the four file formats (``narwhal.fleet``, ``narwhal.limits``,
 ``narwhal.profiles``, ``narwhal.samples``), loaders whose errors name the file and the JSON path,
 canonical JSON and SHA-256 provenance, crash-safe symlink-refusing writes of a store with its
-sidecar, verified reads, merges and JSON Schemas. Depends on pydantic and orjson only.
+sidecar (and of any single file), verified reads, merges and JSON Schemas. Depends on pydantic
+and orjson only.
 """
 
+from narwhal_store._atomic import write_file_atomic
 from narwhal_store._canonical import canonical_json, sha256_file, sha256_hex
 from narwhal_store._documents import new_documents
 from narwhal_store._errors import (
@@ -45,6 +47,7 @@ from narwhal_store._profiles import (
     SamplesRef,
 )
 from narwhal_store._quality import (
+    BURSTY_SHARE,
     DECODE_MEAN_BOUND,
     DECODE_WORST_BOUND,
     FitQuality,
@@ -67,6 +70,7 @@ from narwhal_store._schemas import json_schemas, write_schemas
 from narwhal_store._write import WrittenStore, check_destination, finish_pending, write_store
 
 __all__ = [
+    "BURSTY_SHARE",
     "DECODE_FORM",
     "DECODE_MEAN_BOUND",
     "DECODE_WORST_BOUND",
@@ -127,6 +131,7 @@ __all__ = [
     "sha256_file",
     "sha256_hex",
     "sidecar_path",
+    "write_file_atomic",
     "write_schemas",
     "write_store",
 ]

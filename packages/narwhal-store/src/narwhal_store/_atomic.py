@@ -16,9 +16,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from ._errors import DestinationError
+from ._errors import DestinationError, StoreError
 
-__all__ = ["Folder", "check_folder", "check_target"]
+__all__ = ["Folder", "check_folder", "check_target", "write_file_atomic"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -109,12 +109,14 @@ class Folder:
         """fsync the folder, making renames and unlinks durable."""
         os.fsync(self.fd)
 
-    def write_temp(self, hint: str, data: bytes) -> str:
-        """Write ``data`` to a new hidden temporary file (mode 0666 minus umask), fsync it, and
-        return its name."""
+    def write_temp(self, hint: str, data: bytes, *, mode: int | None = None) -> str:
+        """Write ``data`` to a new hidden temporary file (``mode``, default 0666 minus umask),
+        fsync it, and return its name."""
         name = f".{hint}.{secrets.token_hex(6)}.tmp"
-        fd = os.open(name, _NEW_FILE_FLAGS, 0o666, dir_fd=self.fd)
+        fd = os.open(name, _NEW_FILE_FLAGS, 0o666 if mode is None else mode, dir_fd=self.fd)
         try:
+            if mode is not None:
+                os.fchmod(fd, mode)
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
@@ -156,3 +158,25 @@ class Folder:
         """Remove ``name`` if present (never follows a symlink)."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=self.fd)
+
+
+def write_file_atomic(path: str | Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Write one file atomically: a temporary file in the same (existing) folder, fsync, rename
+    over ``path``, fsync the folder; the file gets ``mode`` (default private, 0600).
+
+    A destination or folder that is a symlink, a destination that is not a regular file, and a
+    missing or unwritable folder are refused (``DestinationError``) before anything is written; a
+    failed write leaves nothing behind (``StoreError`` names the file and the reason).
+    """
+    target = Path(path)
+    with Folder(target.parent, create=False) as folder:
+        check_target(folder.lstat(target.name), target, fresh=False)
+        try:
+            temp = folder.write_temp(target.name, data, mode=mode)
+        except OSError as exc:
+            raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from exc
+        try:
+            folder.replace(temp, target.name)
+        except OSError as exc:
+            folder.remove(temp)
+            raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from exc

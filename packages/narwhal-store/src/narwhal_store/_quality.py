@@ -12,12 +12,21 @@ from typing import Final
 
 from ._profiles import FitDoc
 
-__all__ = ["DECODE_MEAN_BOUND", "DECODE_WORST_BOUND", "FitQuality", "decode_fit_suspect"]
+__all__ = [
+    "BURSTY_SHARE",
+    "DECODE_MEAN_BOUND",
+    "DECODE_WORST_BOUND",
+    "FitQuality",
+    "decode_fit_suspect",
+]
 
 DECODE_MEAN_BOUND: Final = 0.20
 """A decode fit whose mean relative error exceeds this is suspect."""
 DECODE_WORST_BOUND: Final = 0.50
 """A decode fit whose worst-point relative error exceeds this is suspect."""
+BURSTY_SHARE: Final = 0.25
+"""A decode cohort with at least this share of burst intervals in its window (the sidecar's
+``burst_share``) was delivered in bursts: the engine's API server flushed several steps at once."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 ``prepare`` builds a workload (``build_workload``) from the served model's seed completion;
 ``run_trial`` drains the fleet, warms it up and offers every request at ``t0 + n / rate``, recording
 schedule misses instead of sending late; ``run_checks`` and ``reconcile`` are the runbook's checks
-before and after; ``predict`` (``predict_rate``, ``find_max_rate``) foretells a trial's attainment
+before and after; ``read_run`` reads a finished run folder back through its models; ``predict``
+(``load_model``, ``predict_rate``, ``find_max_rate``) foretells a trial's attainment
 and its highest passing rate from the profiles in virtual time, contacting nothing. The command is
 ``narwhal-trial`` (``narwhal_trial.cli``).
 """
@@ -21,10 +22,12 @@ from narwhal_trial._errors import (
     WorkloadError,
 )
 from narwhal_trial._predict import (
+    FleetModel,
     OutsideDomainError,
     PredictRequest,
     TrialTarget,
     find_max_rate,
+    load_model,
     predict,
     predict_rate,
 )
@@ -40,6 +43,7 @@ from narwhal_trial._records import (
     Summary,
 )
 from narwhal_trial._run import run_trial
+from narwhal_trial._runfolder import TrialRun, is_run_folder, read_run
 from narwhal_trial._schedule import ScheduleLimits, due_offsets_ns, miss_reason, pace, wait_until
 from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
 from narwhal_trial._settings import RunSettings
@@ -67,6 +71,7 @@ __all__ = [
     "Distribution",
     "DrainError",
     "EngineModel",
+    "FleetModel",
     "LoadedWorkload",
     "Manifest",
     "OutsideDomainError",
@@ -83,6 +88,7 @@ __all__ = [
     "Status",
     "Summary",
     "TrialError",
+    "TrialRun",
     "TrialShape",
     "TrialTarget",
     "TrialUsageError",
@@ -91,7 +97,9 @@ __all__ = [
     "build_workload",
     "due_offsets_ns",
     "find_max_rate",
+    "is_run_folder",
     "json_schemas",
+    "load_model",
     "load_workload",
     "miss_reason",
     "pace",
@@ -100,6 +108,7 @@ __all__ = [
     "prompt_ids",
     "read_journal",
     "read_requests",
+    "read_run",
     "reconcile",
     "request_body",
     "required_good",

@@ -1,0 +1,22 @@
+"""narwhal_report: profiles and trials as one offline, self-contained HTML page.
+
+``write_report`` reads profile stores (through narwhal-store) and trial run folders (through
+narwhal-trial's record models), draws static SVG figures with matplotlib and writes one HTML file
+with no script and nothing fetched; ``render`` gives the page's bytes. The command is
+``narwhal-report PATH… --out report.html``.
+"""
+
+from narwhal_report._document import Options, render
+from narwhal_report._errors import ReportError, ReportUsageError
+from narwhal_report._inputs import Inputs, read_inputs
+from narwhal_report._report import write_report
+
+__all__ = [
+    "Inputs",
+    "Options",
+    "ReportError",
+    "ReportUsageError",
+    "read_inputs",
+    "render",
+    "write_report",
+]

@@ -1,0 +1,75 @@
+"""``narwhal-report PATH… --out report.html``: a thin typer shell over :func:`write_report`.
+
+Errors are one line ``narwhal-report: error: …``: exit 2 for bad input (a missing path, one that
+is neither a profile store nor a trial run folder, an unusable --out), 1 for a blocking error, 130
+when interrupted. Nothing is written on failure.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from narwhal_report._errors import ReportError
+from narwhal_report._report import write_report
+
+PROG = "narwhal-report"
+
+
+def _command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Profile stores (their .samples.json sidecar beside them) and trial "
+            "run folders, one or many.",
+            show_default=False,
+            metavar="PATH",
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="The HTML file to write (0600).")],
+    fleet: Annotated[
+        Path | None,
+        typer.Option(
+            "--fleet",
+            help="The fleet file the stores were profiled for (default: a "
+            "fleet.json beside a store or one folder up with the store's fleet SHA-256).",
+        ),
+    ] = None,
+    kv_transfer: Annotated[
+        float,
+        typer.Option(
+            "--kv-transfer-s-per-token",
+            min=0.0,
+            help="For the predicted curve: seconds "
+            "per prompt token to move a split request's KV (as predict's option).",
+        ),
+    ] = 0.0,
+) -> None:
+    """Profiles and trials as one offline HTML page: fits, CDFs, timelines, attainment against
+    rate with the prediction. No engine is contacted."""
+    try:
+        written = write_report(paths, out, fleet=fleet, kv_transfer_s_per_token=kv_transfer)
+    except ReportError as exc:
+        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+        raise typer.Exit(exc.exit_code) from None
+    print(f"wrote report to {written}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``narwhal-report``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command()(_command)
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=args or ["--help"], prog_name=PROG, standalone_mode=False)
+    except typer.TyperException as exc:
+        print(f"{PROG}: error: {' '.join(exc.format_message().split())}", file=sys.stderr)
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        print(f"{PROG}: interrupted; nothing written", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

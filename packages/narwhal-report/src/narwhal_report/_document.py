@@ -1,0 +1,149 @@
+"""The document: one self-contained HTML page (inline CSS, inline SVG, no script, no URL fetched),
+readable on screen and on paper."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from narwhal_report import _svg
+from narwhal_report._html import Markup, Section, esc, join, tag
+from narwhal_report._inputs import Inputs
+from narwhal_report._profile_section import store_sections
+from narwhal_report._sweep_section import Curve, predict_curve, sweep_section, workload_groups
+from narwhal_report._trial_section import trial_section
+
+CSS = """
+:root { --ink: #222; --muted: #666; --line: #ddd; --ok: #00734f; --bad: #b3261e; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif;
+  color: var(--ink); max-width: 1100px; margin: 0 auto; padding: 24px 32px 64px; }
+h1 { font-size: 24px; margin: 0 0 4px; }
+h2 { font-size: 20px; margin: 40px 0 8px; padding-top: 12px; border-top: 3px solid var(--ink); }
+h3 { font-size: 17px; margin: 28px 0 6px; padding-top: 8px; border-top: 1px solid var(--line); }
+h4 { font-size: 14px; margin: 18px 0 6px; }
+p.sub { color: var(--muted); margin: 0 0 10px; }
+nav { border: 1px solid var(--line); border-radius: 6px; padding: 8px 16px; margin: 16px 0; }
+nav ul { margin: 4px 0; padding-left: 20px; }
+a { color: #0b5cad; text-decoration: none; }
+table { border-collapse: collapse; margin: 8px 0 12px; font-size: 13px; }
+table.grid th, table.grid td { border: 1px solid var(--line); padding: 3px 8px; text-align: left; }
+table.grid th { background: #f4f4f4; }
+table.facts th { text-align: left; font-weight: 600; padding: 2px 16px 2px 0; vertical-align: top;
+  white-space: nowrap; color: #444; }
+table.facts td { padding: 2px 0; word-break: break-all; }
+figure { margin: 12px 0 18px; break-inside: avoid; page-break-inside: avoid; }
+figure svg { width: 100%; height: auto; max-width: 900px; display: block; }
+figcaption { color: var(--muted); font-size: 12.5px; max-width: 900px; }
+.badge { display: inline-block; padding: 0 8px; border-radius: 10px; font-weight: 700;
+  font-size: 12px; letter-spacing: .04em; border: 1.5px solid; }
+.badge.ok, .ok { color: var(--ok); } .badge.bad, .bad { color: var(--bad); }
+.badge.na { color: var(--muted); }
+.warn { border-left: 5px solid #e69f00; background: #fff6e0; padding: 8px 14px; margin: 10px 0; }
+.warn ul { margin: 4px 0 0; padding-left: 20px; }
+footer { margin-top: 48px; color: var(--muted); font-size: 12px; }
+@media print {
+  body { max-width: none; padding: 0; font-size: 11px; }
+  nav { display: none; }
+  h2 { break-before: page; page-break-before: always; }
+  h2.first { break-before: auto; page-break-before: auto; }
+  h3, h4 { break-after: avoid; page-break-after: avoid; }
+  .warn { background: none; }
+  a { color: inherit; }
+  table, .warn { break-inside: avoid; page-break-inside: avoid; }
+}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What the report assumes beyond its inputs (the settings no record holds)."""
+
+    kv_transfer_s_per_token: float = 0.0
+
+
+def generator() -> str:
+    """``narwhal-report <version>``."""
+    try:
+        return f"narwhal-report {version('narwhal-report')}"
+    except PackageNotFoundError:
+        return "narwhal-report (not installed)"
+
+
+def build_sections(inputs: Inputs, options: Options) -> list[Section]:
+    """Every top-level section, figures drawn (call inside :func:`_svg.plotting`)."""
+    sections = [store_sections(loaded, k) for k, loaded in enumerate(inputs.stores, start=1)]
+    trials = [trial_section(run, k) for k, run in enumerate(inputs.runs, start=1)]
+    if trials:
+        sections.append(Section("trials", "Trials", Markup(""), trials))
+    sweeps = []
+    for k, group in enumerate(workload_groups(inputs.runs), start=1):
+        curves: list[Curve] = []
+        notes: list[str] = []
+        for loaded in inputs.stores:
+            fleet = inputs.fleets.get(loaded.path)
+            if not isinstance(fleet, Path):
+                notes.append(f"no prediction from {loaded.path.name}: {fleet}")
+                continue
+            curve = predict_curve(group, loaded.path, fleet, options.kv_transfer_s_per_token)
+            (curves.append(curve) if isinstance(curve, Curve) else notes.append(curve))
+        if len(group) > 1 or curves:
+            sweeps.append(sweep_section(group, k, curves, notes))
+    if sweeps:
+        sections.append(Section("across-trials", "Across trials", Markup(""), sweeps))
+    return sections
+
+
+def _contents(sections: list[Section]) -> Markup:
+    items = []
+    for s in sections:
+        sub = join(tag("li", tag("a", c.title, href=f"#{c.id}")) for c in s.children)
+        items.append(
+            tag(
+                "li",
+                join(
+                    [
+                        tag("a", s.title, href=f"#{s.id}"),
+                        tag("ul", sub) if s.children else Markup(""),
+                    ]
+                ),
+            )
+        )
+    return tag("nav", join([tag("strong", "Contents"), tag("ul", join(items))]))
+
+
+def _render(section: Section, level: int, first: bool = False) -> Markup:
+    heading = tag(f"h{level}", section.title, id=section.id, class_="first" if first else None)
+    children = join(_render(c, level + 1) for c in section.children)
+    return tag("section", join([heading, section.body, children]), class_=f"level{level}")
+
+
+def render(inputs: Inputs, options: Options | None = None) -> bytes:
+    """The whole HTML document (UTF-8)."""
+    with _svg.plotting():
+        sections = build_sections(inputs, options or Options())
+    n_profiles = sum(len(s.store.profiles) for s in inputs.stores)
+    lead = (
+        f"{len(inputs.stores)} profile store(s) with {n_profiles} profile(s), "
+        f"{len(inputs.runs)} trial run(s)."
+    )
+    body = join(
+        [
+            tag("header", join([tag("h1", "narwhal report"), tag("p", lead, class_="sub")])),
+            _contents(sections),
+            join(_render(s, 2, first=k == 0) for k, s in enumerate(sections)),
+            tag(
+                "footer",
+                f"Written by {generator()}. Self-contained: no script, no font and no "
+                "address is fetched; figures are static SVG.",
+            ),
+        ]
+    )
+    page = (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc('narwhal report')}</title>\n<style>{CSS}</style>\n</head>\n"
+        f"<body>\n{body}\n</body>\n</html>\n"
+    )
+    return page.encode()
