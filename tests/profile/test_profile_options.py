@@ -316,3 +316,33 @@ def test_symlinked_destination_folder_refused_in_every_mode(
     err = capsys.readouterr().err
     assert err.startswith("narwhal-profile: error: ") and "symlink" in err
     assert list(real.iterdir()) == []
+
+
+def test_ctrl_c_whose_cancellation_is_swallowed_still_exits_130(
+    fleet_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep that swallows the cancellation Ctrl-C sends and returns (seen once on a loaded
+    machine, through a library: the command exited 0) still ends in exit 130, and the sweep
+    saw the interrupt recorded, so it would stop before its next profile is written."""
+    import asyncio
+    import os
+    import signal
+
+    import narwhal_profile_cli._run as run_module
+
+    seen: list[bool] = []
+
+    async def stubborn_sweep(*args: object, state: object, **kwargs: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            pass  # swallowed, as a careless library would
+        seen.append(getattr(state, "interrupted", False))
+
+    monkeypatch.setattr(run_module, "run_live", stubborn_sweep)
+    assert run(["--fleet", str(fleet_file), "--only", "e1"]) == 130
+    assert seen == [True]
+    err = capsys.readouterr().err
+    assert "narwhal-profile: error: interrupted; no profile was finished" in err
+    assert not (fleet_file.parent / "profiles").exists()

@@ -156,6 +156,8 @@ async def run_live(
                     colocations.get(entry.iid),
                     ramp_chores=alone,
                 )
+                if state.interrupted:  # Ctrl-C whose cancellation a library swallowed: stop
+                    raise asyncio.CancelledError
                 for line in await writer.add(measurement):
                     warn(line)
                 progress.finish(entry.iid)

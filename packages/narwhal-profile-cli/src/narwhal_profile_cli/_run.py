@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+import signal
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from narwhal_profile_cli._errors import ProfileInterrupted, ProfileUsageError
 from narwhal_profile_cli._groups import shard_store_path
@@ -98,6 +99,29 @@ def _merge(
     result.fits = fit_figures(written.store.profiles)
 
 
+async def interruptible(sweep: Coroutine[Any, Any, None], state: LiveState) -> None:
+    """Run the sweep with Ctrl-C recorded in ``state`` as well as cancelling it: a cancellation
+    that some library swallows (seen once on a loaded machine: the sweep ran on and exited 0)
+    still stops the sweep before its next profile is written, and the command exits 130."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+
+    def on_sigint() -> None:
+        state.interrupted = True
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals
+        await sweep
+        return
+    try:
+        await sweep
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
 def _live(
     plan: ModePlan,
     options: ProfileOptions,
@@ -112,20 +136,25 @@ def _live(
     state = LiveState()
     try:
         asyncio.run(
-            run_live(
-                fleet,
-                only=options.only,
-                limits=limits,
-                sweep=options.sweep,
-                colocation=plan.colocation,
-                overwrite=options.overwrite,
-                progress=progress,
-                state=state,
-                scale=options.scale,
-                warn=lambda message: progress.warn(f"narwhal-profile: warning: {message}"),
+            interruptible(
+                run_live(
+                    fleet,
+                    only=options.only,
+                    limits=limits,
+                    sweep=options.sweep,
+                    colocation=plan.colocation,
+                    overwrite=options.overwrite,
+                    progress=progress,
+                    state=state,
+                    scale=options.scale,
+                    warn=lambda message: progress.warn(f"narwhal-profile: warning: {message}"),
+                ),
+                state,
             )
         )
-    except KeyboardInterrupt:
+        if state.interrupted:  # the sweep swallowed its cancellation and returned
+            raise KeyboardInterrupt
+    except (KeyboardInterrupt, asyncio.CancelledError):
         kept = (
             f"{state.written} finished profile(s) kept in {path}"
             if state.written

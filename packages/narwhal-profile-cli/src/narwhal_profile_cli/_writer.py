@@ -34,6 +34,7 @@ class LiveState:
     written: int = 0
     measured: list[Measured] = field(default_factory=list)
     order: dict[str, int] = field(default_factory=dict)
+    interrupted: bool = False  # Ctrl-C seen (set by the command's signal handler)
 
     def in_fleet_order(self, measured: Sequence[Measured]) -> list[Measured]:
         """``measured`` sorted as the fleet file lists the engines."""
