@@ -25,9 +25,12 @@ def _keys(store: dict[str, Any]) -> list[str]:
 def test_default_sweep_of_two_engines(kit: Kit, sim_factory: Callable[..., SimFleet]) -> None:
     """With default options the command writes one verified profile per engine and exits 0.
 
-    The defaults fix 64-token streams, so the fleet runs at time scale 2: a 4-stream cohort then
-    decodes for ~0.17 s of real time, longer than a loaded machine's start skew."""
-    fleet = sim_factory(time_scale=2.0)
+    The defaults fix the sweep (prefill from 256 tokens, 64-token streams), so the fleet runs in
+    real time (time scale 1, ~30 s an engine): a 256-token prefill then takes ~18 ms and a
+    4-stream cohort decodes for ~0.35 s, so a loaded machine's scheduling delays stay small
+    against what is measured. At time scale 2 the prefill gate failed once under load (worst
+    point 84%), as the reference's gate should for such samples."""
+    fleet = sim_factory(time_scale=1.0)
     done = kit.run("--fleet", fleet.fleet_path)
     store_path, sidecar_path = kit.outputs(fleet)
     assert done.returncode == 0, done.stderr
