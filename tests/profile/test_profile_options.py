@@ -325,6 +325,7 @@ def test_ctrl_c_whose_cancellation_is_swallowed_still_exits_130(
     machine, through a library: the command exited 0) still ends in exit 130, and the sweep
     saw the interrupt recorded, so it would stop before its next profile is written."""
     import asyncio
+    import contextlib
     import os
     import signal
 
@@ -334,10 +335,8 @@ def test_ctrl_c_whose_cancellation_is_swallowed_still_exits_130(
 
     async def stubborn_sweep(*args: object, state: object, **kwargs: object) -> None:
         os.kill(os.getpid(), signal.SIGINT)
-        try:
+        with contextlib.suppress(asyncio.CancelledError):  # swallowed, as a careless library would
             await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            pass  # swallowed, as a careless library would
         seen.append(getattr(state, "interrupted", False))
 
     monkeypatch.setattr(run_module, "run_live", stubborn_sweep)
