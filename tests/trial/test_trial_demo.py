@@ -1,4 +1,4 @@
-"""``make demo`` end to end, time-scaled: fleet, profile, prepare, check, two rates, reconcile."""
+"""``make demo`` end to end, time-scaled: fleet, profile, prepare, check, three rates, reconcile."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
-    """The demo runs every step, prints a verdict for 0.5 and 1 request/s and exits 0.
+    """The demo runs every step, prints a verdict for 0.5 and 1 request/s (pass) and for the rate
+    past the fleet's edge (a miss, which predict refuses to extrapolate to) and exits 0.
 
     Four times real speed, not faster: ``check`` refuses a decode fit beyond 20% mean error, and a
     simulator whose sub-millisecond steps cannot keep time on a loaded machine delivers in bursts.
@@ -30,20 +31,27 @@ def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
         "profile the fleet",
         "prepare the workload",
         "check before the trial",
-        "predict 0.5 request/s from the profiles (and the highest passing rate)",
-        "predict 1 request/s from the profiles",
+        "predict 0.5 request/s (4 requests) from the profiles and the highest passing rate",
+        "predict 1 request/s (4 requests) from the profiles",
         "reconcile the 0.5 request/s",
         "reconcile the 1 request/s",
+        "past the edge: 12 request/s, 200 requests",
+        "predict 12 request/s (200 requests) from the profiles",
+        "reconcile the 12 request/s",
         "verdict per rate",
     ):
         assert step in out, step  # fmt: skip
     assert "0.5 request/s measured:  PASS" in out and "1 request/s measured:  PASS" in out
     assert "0.5 request/s predicted: PASS" in out and "1 request/s predicted: PASS" in out
     assert "highest passing rate:" in out
+    assert "12 request/s predicted: refused: beyond what the profiles measured" in out
+    assert "12 request/s measured:  MISS: " in out
     assert "simulated fleet stopped" in out
     (folder,) = tmp_path.glob("demo-*")
     assert (folder / "trial" / "rate-1" / "summary.json").is_file()
+    assert (folder / "trial" / "rate-12" / "summary.json").is_file()
     assert "report: profiles and trials as one HTML page" in out
     assert out.strip().splitlines()[-1] == f"report: {folder / 'report.html'}"
     page = (folder / "report.html").read_text()
     assert 'id="trial-2-rate-1"' in page and 'id="sweep-1"' in page
+    assert 'id="trial-3-rate-12"' in page
