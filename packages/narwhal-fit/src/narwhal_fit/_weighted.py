@@ -27,7 +27,7 @@ def nnls_relative(design: NDArray[np.float64], y: NDArray[np.float64]) -> NDArra
     A column that is identically zero gets coefficient 0. ``y`` must be finite and positive
     (callers check). The Lawson-Hanson active-set solver is deterministic.
     """
-    import numpy as np  # deferred, as numpy: imported by the first fit, not with the package
+    import numpy as np  # deferred: numpy loads with the first fit, not with the package
     from scipy.optimize import nnls  # deferred: scipy.optimize takes 0.3-1 s to import
 
     weighted = design / y[:, np.newaxis]
