@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import orjson
@@ -26,8 +27,20 @@ def api_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
         yield fleet
 
 
-def journal_by_id(fleet: SimFleet) -> dict[str, dict[str, object]]:
-    """The router journal's entries by request id."""
+def journal_by_id(fleet: SimFleet, *wanted: str) -> dict[str, dict[str, object]]:
+    """The router journal's entries by request id, once every ``wanted`` id is in it.
+
+    The router writes a request's entry when its handler ends, just after the client has read the
+    stream's end, so a journal read at once can miss it (seen with two busy loops beside the
+    suite). The entries are waited for, up to 30 s.
+    """
     assert fleet.journal_path is not None
-    lines = fleet.journal_path.read_bytes().splitlines()
-    return {str(d["request_id"]): d for d in map(orjson.loads, lines)}
+    deadline = time.monotonic() + 30.0
+    while True:
+        lines = fleet.journal_path.read_bytes().splitlines()
+        entries = {str(d["request_id"]): d for d in map(orjson.loads, lines)}
+        missing = [w for w in wanted if w not in entries]
+        if not missing or time.monotonic() > deadline:
+            assert not missing, f"the router never journaled {missing}"
+            return entries
+        time.sleep(0.02)

@@ -45,7 +45,7 @@ async def test_router_forwards_and_journals(routed: SimFleet) -> None:
             *[client.stream_completion(b, request_id=f"route-{k}") for k, b in enumerate(bodies)]
         )
     assert all(r.ok and r.completion_tokens == 20 for r in records)
-    journal = journal_by_id(routed)
+    journal = journal_by_id(routed, *(f"route-{k}" for k in range(4)))
     entries = [journal[f"route-{k}"] for k in range(4)]
     assert {e["engine"] for e in entries} == {
         "g.decode",
@@ -71,7 +71,7 @@ async def test_router_journals_failures_and_gauges(routed: SimFleet) -> None:
         routed.set_faults("solo", http_error=None)
         routed.set_faults("g.decode", http_error=None)
     assert rec.http_status == 503
-    entry = journal_by_id(routed)["refused"]
+    entry = journal_by_id(routed, "refused")["refused"]
     assert entry["status"] == "error" and entry["http_status"] == 503
     assert snap.value("narwhal_router_admission_queue_depth") == 0.0
     assert snap.value("narwhal_router_resident_requests") == 0.0
@@ -98,5 +98,5 @@ async def test_router_relays_stream_faults(
         for iid in ("solo", "g.decode"):
             routed.set_faults(iid, **{fault: None})
     assert isinstance(rec.error, error_type)
-    entry = journal_by_id(routed)[f"fault-{status}"]
+    entry = journal_by_id(routed, f"fault-{status}")[f"fault-{status}"]
     assert entry["status"] == status and entry["http_status"] == 200

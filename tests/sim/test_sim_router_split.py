@@ -63,7 +63,7 @@ async def test_split_request_prefills_once_then_decodes(split: SimFleet) -> None
     async with EngineClient(split.router_url or "") as client:
         rec = await client.stream_completion(_body(), request_id="split-1")
     assert rec.ok and rec.completion_tokens == 20
-    entry = journal_by_id(split)["split-1"]
+    entry = journal_by_id(split, "split-1")["split-1"]
     assert (entry["engine"], entry["prefill_engine"], entry["status"]) == ("d", "p", "ok")
     assert entry["completion_tokens"] == 20 and entry["prompt_tokens"] == PROMPT
     stamps = [entry[k] for k in ("arrival", "prefill_end", "first_token", "end")]
@@ -99,7 +99,7 @@ async def test_mixed_engine_serves_whole_requests(split: SimFleet) -> None:
             *(client.stream_completion(_body(60), request_id=f"pair-{k}") for k in range(2))
         )
     assert all(r.ok and r.completion_tokens == 60 for r in records)
-    journal = journal_by_id(split)
+    journal = journal_by_id(split, "pair-0", "pair-1")
     entries = {str(journal[f"pair-{k}"]["engine"]): journal[f"pair-{k}"] for k in range(2)}
     assert set(entries) == {"d", "mx"}
     assert entries["d"]["prefill_engine"] == "p" and isinstance(entries["d"]["prefill_end"], float)
@@ -116,7 +116,7 @@ async def test_prefill_refusal_is_relayed(split: SimFleet) -> None:
     finally:
         split.set_faults("p", http_error=None)
     assert rec.http_status == 503
-    entry = journal_by_id(split)["split-refused"]
+    entry = journal_by_id(split, "split-refused")["split-refused"]
     assert (entry["engine"], entry["prefill_engine"]) == ("d", "p")
     assert (entry["status"], entry["http_status"], entry["first_token"]) == ("error", 503, None)
     assert snap.value("narwhal_router_admission_queue_depth") == 0.0
