@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
+from narwhal_store import StoreError, write_file_atomic
 from narwhal_trial._errors import DestinationError
 
 DIR_MODE = 0o700
@@ -83,29 +83,16 @@ def make_private_dir(path: Path, *, holds: tuple[str, ...]) -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file beside it, fsync, rename), mode 0600.
+    """Write ``data`` to ``path`` atomically, mode 0600 (``narwhal_store.write_file_atomic``: temp
+    file beside it, fsync, rename, fsync of the folder).
 
-    A destination that is a symlink is refused rather than followed or replaced.
+    A destination that is a symlink is refused rather than followed or replaced; every refusal or
+    failure is an ``OSError`` naming the file, as the callers expect.
     """
-    if path.is_symlink():
-        raise OSError(f"refusing to write {path}: it is a symlink")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "wb", closefd=False) as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        Path(tmp).replace(path)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink()
-        raise
-    _fsync_dir(path.parent)
+        write_file_atomic(path, data, mode=FILE_MODE)
+    except StoreError as exc:
+        raise OSError(str(exc)) from exc
 
 
 def create_exclusive(path: Path) -> int:
@@ -114,11 +101,3 @@ def create_exclusive(path: Path) -> int:
         path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _NOFOLLOW | _CLOEXEC, FILE_MODE
     )
 
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
