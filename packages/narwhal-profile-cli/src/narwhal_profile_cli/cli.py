@@ -23,6 +23,15 @@ from narwhal_profile_cli._options import (
     DEFAULT_DECODE_TOKENS,
     DEFAULT_PREFILL_LENS,
     DEFAULT_PREFILL_REPEATS,
+    MAX_DECODE_CONCURRENCY,
+    MAX_DECODE_REPEATS,
+    MAX_DECODE_TOKENS,
+    MAX_PREFILL_REPEATS,
+    MAX_RATE,
+    MAX_TOKENS,
+    MIN_DECODE_REPEATS,
+    MIN_DECODE_TOKENS,
+    MIN_PREFILL_REPEATS,
     OutputFormat,
     RawOptions,
     validate,
@@ -98,7 +107,8 @@ def profile(
             "--prefill-lens",
             metavar="LIST",
             rich_help_panel=_SWEEP,
-            help="Comma-separated candidate lengths (three distinct or more, at most 1048576).",
+            help="Comma-separated candidate lengths (three distinct or more, "
+            f"at most {MAX_TOKENS}).",
         ),
     ] = DEFAULT_PREFILL_LENS,
     decode_input_lens: Annotated[
@@ -107,7 +117,8 @@ def profile(
             "--decode-input-lens",
             metavar="LIST",
             rich_help_panel=_SWEEP,
-            help="Comma-separated decode prompt lengths (two distinct or more, at most 1048576).",
+            help="Comma-separated decode prompt lengths (two distinct or more, "
+            f"at most {MAX_TOKENS}).",
         ),
     ] = DEFAULT_DECODE_INPUT_LENS,
     decode_concurrency: Annotated[
@@ -116,7 +127,8 @@ def profile(
             "--decode-concurrency",
             metavar="LIST",
             rich_help_panel=_SWEEP,
-            help="Candidate stream counts (at least two distinct, each at most 1024).",
+            help="Candidate stream counts (at least two distinct, "
+            f"each at most {MAX_DECODE_CONCURRENCY}).",
         ),
     ] = DEFAULT_DECODE_CONCURRENCY,
     decode_tokens: Annotated[
@@ -125,7 +137,7 @@ def profile(
             "--decode-tokens",
             metavar="N",
             rich_help_panel=_SWEEP,
-            help="Tokens per decode stream, 3 to 65536.",
+            help=f"Tokens per decode stream, {MIN_DECODE_TOKENS} to {MAX_DECODE_TOKENS}.",
         ),
     ] = DEFAULT_DECODE_TOKENS,
     prefill_repeats: Annotated[
@@ -134,7 +146,7 @@ def profile(
             "--prefill-repeats",
             metavar="N",
             rich_help_panel=_SWEEP,
-            help="Repetitions per prefill length, 3 to 100.",
+            help=f"Repetitions per prefill length, {MIN_PREFILL_REPEATS} to {MAX_PREFILL_REPEATS}.",
         ),
     ] = DEFAULT_PREFILL_REPEATS,
     decode_repeats: Annotated[
@@ -143,7 +155,8 @@ def profile(
             "--decode-repeats",
             metavar="N",
             rich_help_panel=_SWEEP,
-            help="Repetitions per decode input-length/concurrency point, 1 to 100.",
+            help=f"Repetitions per decode input-length/concurrency point, {MIN_DECODE_REPEATS} to "
+            f"{MAX_DECODE_REPEATS}.",
         ),
     ] = DEFAULT_DECODE_REPEATS,
     colocated: Annotated[
@@ -160,7 +173,7 @@ def profile(
             "--neighbour-prefill-rps",
             metavar="RATE",
             rich_help_panel=_NEIGHBOURS,
-            help="Offered requests per second per prefill neighbour (at most 1000).",
+            help=f"Offered requests per second per prefill neighbour (at most {MAX_RATE:g}).",
         ),
     ] = None,
     neighbour_decode_rps: Annotated[
@@ -169,7 +182,7 @@ def profile(
             "--neighbour-decode-rps",
             metavar="RATE",
             rich_help_panel=_NEIGHBOURS,
-            help="Offered requests per second per decode neighbour (at most 1000).",
+            help=f"Offered requests per second per decode neighbour (at most {MAX_RATE:g}).",
         ),
     ] = None,
     neighbour_prefill_tokens: Annotated[

@@ -100,4 +100,3 @@ def create_exclusive(path: Path) -> int:
     return os.open(
         path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _NOFOLLOW | _CLOEXEC, FILE_MODE
     )
-

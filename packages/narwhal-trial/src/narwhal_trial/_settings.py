@@ -24,6 +24,7 @@ MAX_REQUESTS = 100_000
 MAX_RATE = 10_000.0
 MAX_SCHEDULE_S = 86_400.0
 MAX_IN_FLIGHT = 4096
+DEFAULT_MAX_IN_FLIGHT = 64  # run's --max-in-flight, and what predict models by default
 
 TransportChoice = Literal["auto", "httpx", "raw"]
 """``--transport``: ``auto`` is the raw HTTP/1.1 transport for an ``http://`` base and httpx for
@@ -65,7 +66,7 @@ class RunSettings:
     tpot_s: Decimal
     attainment: Decimal
     out: Path
-    max_in_flight: int = 64
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     max_lag_s: float = 0.050
     request_timeout_s: float = 300.0
     drain_timeout_s: float = 600.0

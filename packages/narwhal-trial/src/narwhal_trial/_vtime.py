@@ -29,6 +29,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from narwhal_trial._settings import DEFAULT_MAX_IN_FLIGHT
+
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's per-step token budget when none is given
+
 
 @dataclass(frozen=True, slots=True)
 class EngineModel:
@@ -54,8 +58,9 @@ class TrialShape:
     output_tokens: int
     requests: int
     kv_transfer_s_per_token: float = 0.0
-    max_num_batched_tokens: int = 8192
-    max_in_flight: int | None = 64  # the client's cap: an offer due beyond it is never sent
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    # the client's cap: an offer due beyond it is never sent
+    max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT
 
 
 @dataclass(slots=True, eq=False)

@@ -29,9 +29,15 @@ from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
 from narwhal_trial._errors import TrialError, TrialUsageError
 from narwhal_trial._predict import PredictRequest, TrialTarget
 from narwhal_trial._run import run_trial
-from narwhal_trial._settings import RunSettings
+from narwhal_trial._settings import (
+    DEFAULT_MAX_IN_FLIGHT,
+    MAX_IN_FLIGHT,
+    MAX_RATE,
+    MAX_REQUESTS,
+    RunSettings,
+)
 from narwhal_trial._stats import parse_fraction, parse_seconds
-from narwhal_trial._vtime import TrialShape
+from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS, TrialShape
 
 ENV_BASE = "NARWHAL_TRIAL_URL"
 
@@ -140,12 +146,13 @@ def run(
     base: BaseOpt,
     workload: Annotated[Path, typer.Option("--workload", help="workload.json from prepare.")],
     rate: Annotated[
-        float, typer.Option("--rate", help="Offered requests per second (at most 10000).")
+        float, typer.Option("--rate", help=f"Offered requests per second (at most {MAX_RATE:g}).")
     ],
     requests: Annotated[
         int,
         typer.Option(
-            "--requests", help="Offers, 1 to 100000 within a day; all count in the denominator."
+            "--requests",
+            help=f"Offers, 1 to {MAX_REQUESTS} within a day; all count in the denominator.",
         ),
     ],
     ttft: Annotated[str, typer.Option("--ttft", help="TTFT bound, seconds.")],
@@ -156,9 +163,9 @@ def run(
         int,
         typer.Option(
             "--max-in-flight",
-            help="Offers due while this many are in flight are misses (1 to 4096).",
+            help=f"Offers due while this many are in flight are misses (1 to {MAX_IN_FLIGHT}).",
         ),
-    ] = 64,
+    ] = DEFAULT_MAX_IN_FLIGHT,
     max_lag: Annotated[
         float,
         typer.Option("--max-lag", help="Seconds after its due time an offer may still be sent."),
@@ -317,13 +324,13 @@ def predict(
     max_num_batched_tokens: Annotated[
         int,
         typer.Option("--max-num-batched-tokens", min=1, help="The engines' per-step token budget."),
-    ] = 8192,
+    ] = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     max_in_flight: Annotated[
         int,
         typer.Option(
             "--max-in-flight", min=1, help="The trial's in-flight cap (as run --max-in-flight)."
         ),
-    ] = 64,
+    ] = DEFAULT_MAX_IN_FLIGHT,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the JSON document instead of the text.")
     ] = False,
