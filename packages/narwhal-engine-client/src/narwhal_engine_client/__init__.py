@@ -10,7 +10,11 @@ tree).
 
 from narwhal_engine_client._body import completion_body
 from narwhal_engine_client._canonical import canonical_json, sha256_hex
-from narwhal_engine_client._client import EngineClient, StreamTransport
+from narwhal_engine_client._client import (
+    DEFAULT_KEEPALIVE_EXPIRY_S,
+    EngineClient,
+    StreamTransport,
+)
 from narwhal_engine_client._counting import TokenCounting, token_counting, version_tuple
 from narwhal_engine_client._errors import (
     ContractMismatchError,
@@ -30,6 +34,7 @@ from narwhal_engine_client._replies import ModelCard, TokenizeResult, select_mod
 from narwhal_engine_client._sse import StreamRecord
 
 __all__ = [
+    "DEFAULT_KEEPALIVE_EXPIRY_S",
     "ContractMismatchError",
     "EngineClient",
     "EngineClientError",

@@ -40,6 +40,11 @@ _JSON = {"Content-Type": "application/json"}
 StreamTransport = Literal["httpx", "raw"]
 STREAM_TRANSPORTS: tuple[StreamTransport, ...] = ("httpx", "raw")
 
+DEFAULT_KEEPALIVE_EXPIRY_S = 4.0
+"""Seconds an idle keep-alive connection is kept for reuse: below vLLM's own 5 s
+(``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``, uvicorn's ``timeout_keep_alive``), so the client gives up a
+connection before the server closes it."""
+
 
 def _tls_verification(base_url: str) -> ssl.SSLContext | bool:
     """What the HTTP client verifies TLS with: httpx's default (the CA bundle) for ``https://``.
@@ -75,30 +80,33 @@ class EngineClient:
         clock_ns: Callable[[], int] = time.perf_counter_ns,
         connect_timeout_s: float = 10.0,
         stream_transport: StreamTransport = "httpx",
+        keepalive_expiry_s: float = DEFAULT_KEEPALIVE_EXPIRY_S,
     ) -> None:
         if stream_transport not in STREAM_TRANSPORTS:
             raise ValueError(f"stream_transport must be 'httpx' or 'raw', got {stream_transport!r}")
         if not (timeout_s > 0 and connect_timeout_s > 0):
             raise ValueError("timeouts must be positive")
+        if not keepalive_expiry_s > 0:
+            raise ValueError(f"keepalive_expiry_s must be positive, got {keepalive_expiry_s!r}")
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self._clock_ns = clock_ns
+        self.keepalive_expiry_s = keepalive_expiry_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._has_key = bool(api_key)
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=httpx.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s)),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
+        self._transport = transport
+        self._http = self._httpx_client(
+            headers,
+            httpx.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s)),
+            httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=keepalive_expiry_s,
             ),
-            transport=transport,
-            follow_redirects=False,
-            trust_env=False,
-            verify=_tls_verification(self.base_url),
         )
+        self._fresh: httpx.AsyncClient | None = None  # built for the first resend
         self.stream_transport: StreamTransport = stream_transport
         self._raw: RawStreamPool | None = None
         if stream_transport == "raw":
@@ -108,7 +116,33 @@ class EngineClient:
                 max_connections=max_connections,
                 connect_timeout_s=min(connect_timeout_s, timeout_s),
                 clock_ns=clock_ns,
+                keepalive_expiry_s=keepalive_expiry_s,
             )
+
+    def _httpx_client(
+        self, headers: dict[str, str], timeout: httpx.Timeout, limits: httpx.Limits
+    ) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=timeout,
+            limits=limits,
+            transport=self._transport,
+            follow_redirects=False,
+            trust_env=False,
+            verify=_tls_verification(self.base_url),
+        )
+
+    def _fresh_client(self) -> httpx.AsyncClient:
+        """A client that keeps no idle connection, so every request it sends opens a new one:
+        where a request is sent again after a reused connection closed on it unanswered."""
+        if self._fresh is None:
+            self._fresh = self._httpx_client(
+                dict(self._http.headers),
+                self._http.timeout,
+                httpx.Limits(max_keepalive_connections=0),
+            )
+        return self._fresh
 
     @classmethod
     def from_env(cls, base_url: str, api_key_env: str | None, **kw: Any) -> EngineClient:
@@ -156,13 +190,31 @@ class EngineClient:
             return 0
         return await self._raw.preconnect(count)
 
+    async def drop_idle_connections(self) -> int:
+        """Close every idle keep-alive connection (requests in flight keep theirs), so the next
+        requests go out on new connections; returns how many were closed."""
+        dropped = 0
+        if self._raw is not None:
+            dropped += self._raw.drop_idle()
+        pool = getattr(self._http, "_transport", None)
+        pool = getattr(pool, "_pool", None)  # httpx keeps no public handle on its pool
+        for conn in list(getattr(pool, "connections", ())):
+            if conn.is_idle():
+                await conn.aclose()
+                dropped += 1
+        return dropped
+
     async def aclose(self) -> None:
         """Close the connection pools."""
         try:
             if self._raw is not None:
                 await self._raw.aclose()
         finally:
-            await self._http.aclose()
+            try:
+                await self._http.aclose()
+            finally:
+                if self._fresh is not None:
+                    await self._fresh.aclose()
 
     async def _call(
         self, method: str, path: str, *, body: Any = None, headers: dict[str, str] | None = None
@@ -300,4 +352,5 @@ class EngineClient:
             bytes_sent=len(content),
             send_by_ns=send_by_ns,
             on_sent=on_sent,
+            fresh=self._fresh_client,
         )

@@ -45,6 +45,8 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.counted = False  # holds one of the pool's connection slots (set by the pool)
+        self.idle_since_ns = 0  # when it last became idle (set by the pool)
+        self.unanswered = False  # the last request's connection closed before any answer byte
         self.rec: StreamRecord | None = None
         self.consumer: Consumer | None = None
         self.waiter: asyncio.Future[None] | None = None
@@ -74,7 +76,7 @@ class Connection(asyncio.Protocol):
         if too_late(record, now, send_by_ns):
             done = self.loop.create_future()
             done.set_result(None)
-            self.pool.release(self)
+            self.pool.release(self, used=False)
             return done
         self.rec = record
         self.consumer = consumer
@@ -83,9 +85,11 @@ class Connection(asyncio.Protocol):
         self.head = self.body = None
         self.received = 0
         self.error_parts = []
+        self.unanswered = False
         waiter = self.waiter = self.loop.create_future()
         record.send_ns = now
         if self.closed:  # lost between the pool and here: nothing would ever answer
+            self.unanswered = True
             record.end_ns = record.send_ns
             record.error = EngineConnectError(f"cannot reach {self.pool.origin}: connection lost")
             self._settle()
@@ -174,6 +178,7 @@ class Connection(asyncio.Protocol):
         assert rec is not None
         head = self.head
         if head is None:
+            self.unanswered = not self.head_buf  # not one byte of an answer arrived
             why = describe(exc) if exc else "Server disconnected without sending a response."
             rec.end_ns = self.clock()
             rec.error = EngineConnectError(f"cannot reach {self.pool.origin}: {why}")

@@ -7,11 +7,19 @@ path: the same SSE consumer, the same error types for the same failures.
 
 The pool keeps at most ``max_connections`` keep-alive connections to the engine, reuses the most
 recently released one first, and queues callers beyond the bound. Plain ``http://`` only.
+
+Servers close idle connections (vLLM after 5 s): an idle connection older than
+``keepalive_expiry_s``, or one on which the server's close has already arrived (its socket is
+readable while nothing was asked), is dropped instead of reused. A request written on a reused
+connection that closes before a single response byte was never answered: it is sent once more on
+a new connection, within the same deadline and send-by time (``StreamRecord.resends``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
+import time
 from collections import deque
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -23,6 +31,7 @@ from narwhal_engine_client._sse import (
     StreamRecord,
     describe,
     keep_received,
+    restart,
     too_late,
 )
 
@@ -44,6 +53,8 @@ class RawStreamPool:
         max_connections: int,
         connect_timeout_s: float,
         clock_ns: Callable[[], int],
+        keepalive_expiry_s: float,
+        idle_clock_ns: Callable[[], int] = time.monotonic_ns,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme != "http" or not parts.hostname:
@@ -64,6 +75,8 @@ class RawStreamPool:
         self._head = head.encode("latin-1")  # holds the key: never logged, never in a record
         self._max = max_connections
         self._connect_timeout_s = connect_timeout_s
+        self._expiry_ns = int(keepalive_expiry_s * 1e9)
+        self._idle_clock = idle_clock_ns  # connection ages only; never a measured time
         self._clock = clock_ns
         self._open = 0
         self._idle: list[Connection] = []
@@ -111,8 +124,14 @@ class RawStreamPool:
             return record
         try:
             async with asyncio.timeout(deadline_s):
-                conn = await self._acquire()
+                conn, pooled = await self._acquire()
                 await conn.start(record, consumer, data, send_by_ns, on_sent)
+                if pooled and conn.unanswered:
+                    restart(record)  # the server closed it as idle: never answered
+                    consumer = Consumer(record, keep_token_ids)
+                    conn = None
+                    conn, _ = await self._acquire(fresh=True)
+                    await conn.start(record, consumer, data, send_by_ns, None)
                 settled = True
         except TimeoutError:
             if conn is None or conn.detach(record):
@@ -136,18 +155,23 @@ class RawStreamPool:
         )
         keep_received(record)
 
-    async def _acquire(self) -> Connection:
+    async def _acquire(self, *, fresh: bool = False) -> tuple[Connection, bool]:
+        """A connection and whether it came from the idle pool; ``fresh``: a new one (when every
+        slot is taken, the oldest idle connection gives up its slot, or a slot is waited for)."""
         idle = self._idle
         while True:
-            while idle:
-                conn = idle.pop()
-                if conn.usable:
-                    return conn
-                conn.abort()  # closing already: its slot frees when connection_lost runs
+            if not fresh:
+                while idle:
+                    conn = idle.pop()
+                    if self._reusable(conn):
+                        return conn, True
+                    conn.abort()  # its slot frees when connection_lost runs
+            elif idle and self._open >= self._max:
+                idle.pop(0).abort()  # its slot frees (and wakes a waiter) once it is lost
             if self._open < self._max:
                 self._open += 1
                 try:
-                    return await self._connect()
+                    return await self._connect(), False
                 except BaseException:
                     self._open -= 1  # the connection never took the slot
                     self._wake()
@@ -162,14 +186,42 @@ class RawStreamPool:
                     if handed is None:
                         self._wake()
                     else:
-                        self.release(handed)
+                        self.release(handed, used=False)
                 else:
                     self._waiters.remove(waiter)
                 raise
             if self._closed:
                 raise RuntimeError("the engine client has been closed")
-            if got is not None and got.usable:
-                return got  # (one that closed on its way here already freed its slot)
+            if got is None:
+                continue  # a slot was freed
+            if fresh:
+                self.release(got, used=False)  # a kept-alive one is not what is wanted: pool it
+            elif self._reusable(got):
+                return got, True
+            else:
+                got.abort()  # (one that closed on its way here already freed its slot)
+
+    def _reusable(self, conn: Connection) -> bool:
+        """Open, idle for less than the keep-alive expiry, and nothing received while idle (a
+        readable idle socket holds the server's close, a reset, or bytes nobody asked for)."""
+        if not conn.usable or self._idle_clock() - conn.idle_since_ns > self._expiry_ns:
+            return False
+        transport = conn.transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is None:
+            return True
+        try:
+            readable, _, _ = select.select([sock.fileno()], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
+    def drop_idle(self) -> int:
+        """Close every idle connection (their slots free as they close); returns how many."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.abort()
+        return len(idle)
 
     async def preconnect(self, count: int, *, batch: int = 32) -> int:
         """Open idle connections until ``count`` are idle (at most ``max_connections`` open), at
@@ -214,14 +266,18 @@ class RawStreamPool:
         except TimeoutError as exc:
             raise _ConnectTimeout from exc
         conn.counted = True
+        conn.idle_since_ns = self._idle_clock()
         self._all.add(conn)
         return conn
 
-    def release(self, conn: Connection) -> None:
-        """A connection's answer ended and it can carry the next request."""
+    def release(self, conn: Connection, *, used: bool = True) -> None:
+        """A connection's answer ended and it can carry the next request (``used`` False: it
+        carried none, so it has been idle since it was last released)."""
         if self._closed or conn.closed:
             conn.abort()
             return
+        if used:
+            conn.idle_since_ns = self._idle_clock()
         waiters = self._waiters
         while waiters:
             waiter = waiters.popleft()

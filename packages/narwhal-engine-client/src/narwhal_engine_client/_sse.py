@@ -47,6 +47,10 @@ class StreamRecord:
     request body size; ``bytes_received`` the response body bytes read. A request refused for its
     send deadline (``SendDeadlineError``) was never written: ``send_ns`` is when that was decided,
     and ``bytes_sent`` is 0.
+
+    ``resends`` is 1 when the request was written on a reused keep-alive connection that the
+    server closed before sending a single response byte (it never answered it), and so was sent
+    once more on a new connection; every time in the record is then the resend's.
     """
 
     request_id: str
@@ -62,6 +66,7 @@ class StreamRecord:
     bytes_sent: int = 0
     bytes_received: int = 0
     uncounted_chunks: int = 0
+    resends: int = 0
     error: EngineClientError | None = None
 
     @property
@@ -280,16 +285,37 @@ def broken(record: StreamRecord, now: int, why: str) -> None:
 
 def too_late(record: StreamRecord, now: int, send_by_ns: int | None) -> bool:
     """Whether the request, about to be written at ``now``, is past ``send_by_ns``; if so the
-    record becomes a SendDeadlineError with ``send_ns = end_ns = now`` and nothing is sent."""
+    record becomes a SendDeadlineError with ``send_ns = end_ns = now`` and nothing is sent.
+
+    A resend (``record.resends``) past the deadline is refused the same way: its first send was
+    never answered, and a late resend would be a late send.
+    """
     if send_by_ns is None or now <= send_by_ns:
         return False
     record.send_ns = record.end_ns = now
-    record.bytes_sent = 0
-    record.error = SendDeadlineError(
-        f"request {record.request_id} not sent: {(now - send_by_ns) / 1e6:.3f} ms past its "
-        "send deadline"
-    )
+    late = f"{(now - send_by_ns) / 1e6:.3f} ms past its send deadline"
+    if record.resends:
+        why = f"not resent: {late} (its first send went on a connection the server had closed)"
+    else:
+        record.bytes_sent = 0
+        why = f"not sent: {late}"
+    record.error = SendDeadlineError(f"request {record.request_id} {why}")
     return True
+
+
+def restart(record: StreamRecord) -> None:
+    """Clear what a send that was never answered left in ``record`` and count the resend; the
+    next send stamps ``send_ns`` again."""
+    record.resends += 1
+    record.error = None
+    record.end_ns = None
+    record.http_status = None
+    record.bytes_received = 0
+    record.chunk_ns.clear()
+    record.chunk_tokens.clear()
+    record.prompt_tokens = record.completion_tokens = None
+    record.finish_reason = None
+    record.uncounted_chunks = 0
 
 
 def describe(exc: BaseException) -> str:

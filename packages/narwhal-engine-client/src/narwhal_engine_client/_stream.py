@@ -26,6 +26,7 @@ from narwhal_engine_client._sse import (
     describe,
     finish,
     keep_received,
+    restart,
     too_late,
 )
 
@@ -47,64 +48,96 @@ async def run_stream(
     bytes_sent: int,
     send_by_ns: int | None = None,
     on_sent: Callable[[], None] | None = None,
+    fresh: Callable[[], httpx.AsyncClient] | None = None,
 ) -> StreamRecord:
     """Send ``request`` and consume its SSE answer into a StreamRecord; never raises request-level
     errors. With ``send_by_ns``, a request whose head would start later is not sent
     (SendDeadlineError; httpx then closes the connection it had picked).
+
+    A request written on a reused keep-alive connection that the server closed before sending a
+    single byte was never answered (the server closed it as idle while the request was on its
+    way). It is sent once more, through ``fresh()`` (a client that opens a new connection), with
+    the same ``send_by_ns``; ``on_sent`` is not called again. Nothing else is retried.
     """
     record = StreamRecord(request_id=request_id, send_ns=0, bytes_sent=bytes_sent)
+    record.send_ns = clock_ns()  # replaced by the trace hook once the head is written
+    if too_late(record, record.send_ns, send_by_ns):
+        return record
+    try:
+        async with asyncio.timeout(deadline_s):
+            unanswered = await _attempt(
+                http, request, record, clock_ns, deadline_s, keep_token_ids, send_by_ns, on_sent
+            )
+            if unanswered and fresh is not None:
+                restart(record)
+                again = _copy(request)
+                await _attempt(
+                    fresh(), again, record, clock_ns, deadline_s, keep_token_ids, send_by_ns, None
+                )
+    except TimeoutError:
+        _timed_out(record, request_id, "deadline", deadline_s, clock_ns)
+    return record
+
+
+async def _attempt(
+    http: httpx.AsyncClient,
+    request: httpx.Request,
+    record: StreamRecord,
+    clock_ns: Callable[[], int],
+    deadline_s: float,
+    keep_token_ids: bool,
+    send_by_ns: int | None,
+    on_sent: Callable[[], None] | None,
+) -> bool:
+    """One send of ``request`` into ``record``; True when it went on a reused connection that
+    closed before a single response byte (never answered: the caller may send it again)."""
     consumer = Consumer(record, keep_token_ids)
     push = consumer.push
     response: httpx.Response | None = None
+    connected = False
 
     async def trace(name: str, info: object) -> None:
         # The send time is when the request head starts onto the wire, not when httpx started
         # preparing it: pool bookkeeping costs 0.5-3 ms, which would inflate every TTFT.
+        nonlocal connected
         if name == "http11.send_request_headers.started":
             now = record.send_ns = clock_ns()
             if send_by_ns is not None and now > send_by_ns:
                 raise _TooLate
             if on_sent is not None:
                 on_sent()
+        elif name == "connection.connect_tcp.started":
+            connected = True  # a new connection: its silence is not an idle close
 
     request.extensions["trace"] = trace
-    record.send_ns = clock_ns()  # replaced by the trace hook once the head is written
-    if too_late(record, record.send_ns, send_by_ns):
-        return record
     try:
-        async with asyncio.timeout(deadline_s):
-            response = await http.send(request, stream=True)
-            record.http_status = response.status_code
-            if response.status_code != 200:
-                body = await _read_limited(response)
-                record.end_ns = clock_ns()
-                record.error = http_error(response.status_code, body, response.reason_phrase)
-                return record
-            try:
-                async for data in response.aiter_bytes():
-                    if push(data, clock_ns()):
-                        break
-                else:
-                    consumer.close(clock_ns)
-            except httpx.TimeoutException:
-                raise
-            except httpx.TransportError as exc:
-                broken(record, clock_ns(), describe(exc))
-                return record
-            finish(record, consumer.done, clock_ns)
+        response = await http.send(request, stream=True)
+        record.http_status = response.status_code
+        if response.status_code != 200:
+            body = await _read_limited(response)
+            record.end_ns = clock_ns()
+            record.error = http_error(response.status_code, body, response.reason_phrase)
+            return False
+        try:
+            async for data in response.aiter_bytes():
+                if push(data, clock_ns()):
+                    break
+            else:
+                consumer.close(clock_ns)
+        except httpx.TimeoutException:
+            raise
+        except httpx.TransportError as exc:
+            broken(record, clock_ns(), describe(exc))
+            return False
+        finish(record, consumer.done, clock_ns)
     except _TooLate:
         too_late(record, record.send_ns, send_by_ns)
-    except (TimeoutError, httpx.TimeoutException) as exc:
-        record.end_ns = clock_ns()
-        what = describe(exc) if isinstance(exc, httpx.TimeoutException) else "deadline"
-        record.error = EngineTimeoutError(
-            f"request {request_id} timed out ({what}, limit {deadline_s:g} s) "
-            f"after {len(record.chunk_ns)} content chunks"
-        )
-        keep_received(record)
+    except httpx.TimeoutException as exc:
+        _timed_out(record, record.request_id, describe(exc), deadline_s, clock_ns)
     except httpx.TransportError as exc:
         record.end_ns = clock_ns()
         record.error = EngineConnectError(f"cannot reach {_origin(request)}: {describe(exc)}")
+        return response is None and not connected and _unanswered(exc)
     except httpx.HTTPError as exc:
         record.end_ns = clock_ns()
         record.error = EngineProtocolError(f"bad response from {_origin(request)}: {describe(exc)}")
@@ -112,7 +145,37 @@ async def run_stream(
         if response is not None:
             record.bytes_received = response.num_bytes_downloaded
             await response.aclose()
-    return record
+    return False
+
+
+def _unanswered(exc: httpx.TransportError) -> bool:
+    """A failure that leaves no response byte read: the server closed (EOF, reset, broken pipe)
+    before answering. A malformed response head is a ``RemoteProtocolError`` too, but says so."""
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "without sending a response" in str(exc)
+    return isinstance(exc, httpx.ReadError | httpx.WriteError)
+
+
+def _copy(request: httpx.Request) -> httpx.Request:
+    """The same request again (its own extensions, so the first send's trace hook is gone)."""
+    return httpx.Request(
+        request.method, request.url, headers=request.headers, content=request.content
+    )
+
+
+def _timed_out(
+    record: StreamRecord,
+    request_id: str,
+    what: str,
+    limit: float,
+    clock_ns: Callable[[], int],
+) -> None:
+    record.end_ns = clock_ns()
+    record.error = EngineTimeoutError(
+        f"request {request_id} timed out ({what}, limit {limit:g} s) "
+        f"after {len(record.chunk_ns)} content chunks"
+    )
+    keep_received(record)
 
 
 async def _read_limited(response: httpx.Response) -> bytes:

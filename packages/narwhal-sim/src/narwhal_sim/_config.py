@@ -15,6 +15,7 @@ import orjson
 
 from ._errors import SimConfigError
 from ._faults import Faults
+from ._http import KEEP_ALIVE_S
 from ._presets import Preset, get_preset
 
 SIM_FORMAT = "narwhal.sim"
@@ -47,6 +48,7 @@ ENGINE_KEYS = frozenset(
         "gpu_memory_utilization",
         "faults",
         "kv_transfer_s_per_token",
+        "keep_alive_s",
     }
 )
 KV_TRANSFER_S_PER_TOKEN = 2.5e-6
@@ -96,6 +98,8 @@ class EngineSettings:
     # Disaggregated serving: seconds per prompt token a request handed over by a prefill engine
     # (``kv_transfer_params.do_remote_prefill``) waits for its KV before this engine schedules it.
     kv_transfer_s_per_token: float = KV_TRANSFER_S_PER_TOKEN
+    # vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE: a connection idle this long is closed by the server.
+    keep_alive_s: float = KEEP_ALIVE_S
 
     @property
     def url(self) -> str:
@@ -357,7 +361,16 @@ def _resolve_one(
             table.get("kv_transfer_s_per_token", KV_TRANSFER_S_PER_TOKEN),
             iid,
         ),
+        keep_alive_s=_seconds("keep_alive_s", table.get("keep_alive_s", KEEP_ALIVE_S), iid),
     )
+
+
+def _seconds(key: str, value: Any, iid: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 3600:
+        raise SimConfigError(
+            f"sim config engines.{iid}.{key}: expected seconds in (0, 3600], got {value!r}"
+        )
+    return float(value)
 
 
 def _non_negative(key: str, value: Any, iid: str) -> float:

@@ -64,7 +64,8 @@ class SimEngine:
             stalled=settings.faults.stall,
         )
         device.attach(self.scheduler)
-        self.server = HttpServer(self.handle)
+        self.server = HttpServer(self.handle, keep_alive_s=settings.keep_alive_s)
+        self.server.drop_idle_after_s = self.faults.drop_idle_after_s
 
     # lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -86,6 +87,7 @@ class SimEngine:
         """Merge a JSON patch into the active faults (``null`` clears a fault)."""
         self.faults = self.faults.merged(patch)
         self.scheduler.stalled = self.faults.stall
+        self.server.drop_idle_after_s = self.faults.drop_idle_after_s
         self.device.wake()
 
     def state(self) -> dict[str, Any]:
@@ -115,6 +117,13 @@ class SimEngine:
             "process_start_time_seconds": self.start_time,
             "time_scale": self.device.time_scale,
             "faults": self.faults.to_dict(),
+            "connections": {
+                "accepted": self.server.accepted,
+                "open": len(self.server.connections),
+                "keep_alive_s": self.server.keep_alive_s,
+                "idle_closes": self.server.idle_closes,
+                "idle_drops": self.server.idle_drops,
+            },
         }
 
     # observer (simulated seconds) --------------------------------------------------------------

@@ -35,6 +35,9 @@ class Faults:
     noise: float | None = None
     version: str | None = None
     prefix_caching: bool | None = None
+    # a request arriving on a connection idle longer than this many seconds is dropped unanswered
+    # and the connection closed: the client always loses the keep-alive race
+    drop_idle_after_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able view (``GET /_sim/state``)."""
@@ -83,6 +86,10 @@ def _check(key: str, value: Any) -> Any:
             raise SimConfigError(
                 f"fault noise: expected a relative sigma in [0, 10], got {value!r}"
             )
+        return float(value)
+    if key == "drop_idle_after_s":
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise SimConfigError(f"fault {key}: expected seconds >= 0, got {value!r}")
         return float(value)
     if key == "version":
         if not isinstance(value, str) or not value:

@@ -3,6 +3,12 @@
 One ``asyncio.Protocol`` per connection parses requests and hands each to an async handler with a
 ``Responder``. Streaming replies write straight to the transport (``Responder.write_chunk`` is
 synchronous), so emitting a token costs one ``transport.write`` and no task switch.
+
+Like vLLM's API server (uvicorn's ``timeout_keep_alive``, 5 s by default), a connection idle for
+``keep_alive_s`` is closed. ``drop_idle_after_s`` (a fault) makes a client always lose the race a
+real server only sometimes wins: a request that arrives on a connection idle for longer than that
+is dropped unanswered and the connection closed, as when the close and the request cross.
+Idle times are the event loop's, so a virtual-time loop drives them too.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 
+KEEP_ALIVE_S = 5.0
+"""vLLM's default ``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``: an idle connection is closed after this."""
 _MAX_HEAD = 64 * 1024
 _MAX_BODY = 64 * 1024 * 1024
 _JSON = b"application/json"
@@ -139,6 +147,8 @@ class _Connection(asyncio.Protocol):
         self._peer = ""
         self._first_byte = 0.0
         self._continued = False
+        self._idle_since = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -147,19 +157,48 @@ class _Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self._peer = str(peer[0]) if peer else ""
         self._server.connections.add(self)
+        self._server.accepted += 1
+        self._idle()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._cancel_idle()
         self._server.connections.discard(self)
         if self._responder is not None:
             self._responder._lost()
 
     def data_received(self, data: bytes) -> None:
         if not self._buf:
-            self._first_byte = asyncio.get_running_loop().time()
+            now = asyncio.get_running_loop().time()
+            if not self._busy:
+                self._cancel_idle()
+                bound = self._server.drop_idle_after_s
+                if bound is not None and now - self._idle_since > bound:
+                    self._server.idle_drops += 1
+                    self.close()  # the idle close crossed this request: never answered
+                    return
+            self._first_byte = now
         self._buf += data
         if not self._busy:
             self._next()
+
+    def _idle(self) -> None:
+        """Nothing in progress: close the connection if it stays idle for ``keep_alive_s``."""
+        loop = asyncio.get_running_loop()
+        self._idle_since = loop.time()
+        self._cancel_idle()
+        if not self.closed:
+            self._idle_timer = loop.call_later(self._server.keep_alive_s, self._idle_close)
+
+    def _idle_close(self) -> None:
+        if not self._busy and not self._buf and not self.closed:
+            self._server.idle_closes += 1
+            self.close()
+
+    def _cancel_idle(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
 
     def write(self, data: bytes) -> None:
         if self._transport is not None and not self.closed:
@@ -247,13 +286,20 @@ class _Connection(asyncio.Protocol):
         self._responder = None
         if not self.closed and self._buf:
             self._next()
+        elif not self.closed:
+            self._idle()
 
 
 class HttpServer:
     """One listening socket served by ``handler``."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, *, keep_alive_s: float = KEEP_ALIVE_S) -> None:
         self._handler = handler
+        self.keep_alive_s = keep_alive_s
+        self.drop_idle_after_s: float | None = None
+        self.accepted = 0  # connections accepted
+        self.idle_closes = 0  # connections closed for staying idle keep_alive_s
+        self.idle_drops = 0  # requests dropped unanswered by drop_idle_after_s
         self._server: asyncio.Server | None = None
         self.connections: set[_Connection] = set()
         self.tasks: set[asyncio.Future[None]] = set()
