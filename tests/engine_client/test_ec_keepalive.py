@@ -238,3 +238,15 @@ def test_the_default_expiry_is_below_vllms_keep_alive() -> None:
 
     assert 0 < DEFAULT_KEEPALIVE_EXPIRY_S < 5.0
     assert EngineClient("http://127.0.0.1:1").keepalive_expiry_s == DEFAULT_KEEPALIVE_EXPIRY_S
+
+
+async def test_a_plain_call_the_idle_close_crossed_is_sent_once_more() -> None:
+    answers = Answers()
+    async with (
+        serving(answers, drop_idle_after_s=0.05) as (server, url),
+        _client(url, "httpx") as client,
+    ):
+        assert await client.health() == 200
+        await asyncio.sleep(0.15)
+        assert await client.health() == 200
+    assert server.idle_drops == 1 and answers.handled == 2 and server.accepted == 2

@@ -32,6 +32,7 @@ from narwhal_engine_client._replies import (
     parse_tokenize,
     parse_version,
 )
+from narwhal_engine_client._resend import send_with_resend
 from narwhal_engine_client._sse import StreamRecord
 from narwhal_engine_client._stream import run_stream
 
@@ -219,13 +220,16 @@ class EngineClient:
     async def _call(
         self, method: str, path: str, *, body: Any = None, headers: dict[str, str] | None = None
     ) -> httpx.Response:
-        """One non-streaming request; transport errors wrapped, body read in full."""
+        """One non-streaming request; transport errors wrapped, body read in full. Sent once more
+        on a new connection when a reused one closed before answering (no call here has side
+        effects)."""
         content = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
         sent = dict(headers or {})
         if content is not None:
             sent.update(_JSON)
         try:
-            return await self._http.request(method, path, content=content, headers=sent)
+            request = self._http.build_request(method, path, content=content, headers=sent)
+            return await send_with_resend(self._http, request, self._fresh_client)
         except httpx.TimeoutException as exc:
             raise EngineTimeoutError(
                 f"{method} {self.base_url}{path} timed out: {type(exc).__name__}"

@@ -18,6 +18,7 @@ from narwhal_engine_client._errors import (
     EngineTimeoutError,
     http_error,
 )
+from narwhal_engine_client._resend import copy_request, unanswered
 from narwhal_engine_client._sse import (
     ERROR_BODY_LIMIT,
     Consumer,
@@ -70,7 +71,7 @@ async def run_stream(
             )
             if unanswered and fresh is not None:
                 restart(record)
-                again = _copy(request)
+                again = copy_request(request)
                 await _attempt(
                     fresh(), again, record, clock_ns, deadline_s, keep_token_ids, send_by_ns, None
                 )
@@ -137,7 +138,7 @@ async def _attempt(
     except httpx.TransportError as exc:
         record.end_ns = clock_ns()
         record.error = EngineConnectError(f"cannot reach {_origin(request)}: {describe(exc)}")
-        return response is None and not connected and _unanswered(exc)
+        return response is None and not connected and unanswered(exc)
     except httpx.HTTPError as exc:
         record.end_ns = clock_ns()
         record.error = EngineProtocolError(f"bad response from {_origin(request)}: {describe(exc)}")
@@ -146,21 +147,6 @@ async def _attempt(
             record.bytes_received = response.num_bytes_downloaded
             await response.aclose()
     return False
-
-
-def _unanswered(exc: httpx.TransportError) -> bool:
-    """A failure that leaves no response byte read: the server closed (EOF, reset, broken pipe)
-    before answering. A malformed response head is a ``RemoteProtocolError`` too, but says so."""
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "without sending a response" in str(exc)
-    return isinstance(exc, httpx.ReadError | httpx.WriteError)
-
-
-def _copy(request: httpx.Request) -> httpx.Request:
-    """The same request again (its own extensions, so the first send's trace hook is gone)."""
-    return httpx.Request(
-        request.method, request.url, headers=request.headers, content=request.content
-    )
 
 
 def _timed_out(

@@ -93,12 +93,14 @@ def _decode_sample(cohort: Cohort) -> DecodeSample:
                 send_ns=s.send_ns,
                 chunk_ns=s.chunk_ns,
                 chunk_tokens=s.chunk_tokens,
+                resends=s.resends,
             )
             for s in cohort.streams
         ],
         tpot_s=None if point is None else point.tpot_s,
         ctx=None if point is None else point.ctx,
         burst_share=cohort.burst_share,
+        remeasured=cohort.remeasured,
     )
 
 
@@ -132,7 +134,13 @@ def assemble(
             shard=shard,
         ),
         prefill_samples=[
-            PrefillSample(length=t.length, ttft_s=list(t.ttft_s), request_ids=list(t.request_ids))
+            PrefillSample(
+                length=t.length,
+                ttft_s=list(t.ttft_s),
+                request_ids=list(t.request_ids),
+                resent_request_ids=list(t.resent),
+                remeasured=list(t.remeasured),
+            )
             for t in m.prefill
         ],
         decode_samples=[_decode_sample(c) for c in m.cohorts],

@@ -28,17 +28,28 @@ from narwhal_profile_cli._metrics_watch import MetricsWatch, Observation
 from narwhal_profile_cli._preflight import EngineProbe
 from narwhal_profile_cli._progress import Progress, cohort_weight
 from narwhal_profile_cli._prompts import PromptFactory
-from narwhal_profile_cli._requests import OnWire, PreparedRequest, RequestIds, prepare, verify
+from narwhal_profile_cli._requests import (
+    OnWire,
+    PreparedRequest,
+    RequestIds,
+    fresh_connections,
+    prepare,
+    transport_failure,
+    verify,
+)
+from narwhal_store import Remeasured
 
 
 @dataclass(frozen=True, slots=True)
 class StreamTrace:
-    """One decode stream's times (ns, relative to the cohort's first send) and token counts."""
+    """One decode stream's times (ns, relative to the cohort's first send) and token counts;
+    ``resends`` is 1 when it was resent after a kept-alive connection closed unanswered."""
 
     request_id: str
     send_ns: int
     chunk_ns: list[int]
     chunk_tokens: list[int]
+    resends: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +58,7 @@ class Cohort:
 
     ``intervals`` is the fewest in-window token intervals of any stream and ``burst_share`` the
     share of in-window chunk intervals that came in bursts (both None without a measured window).
+    ``remeasured`` says why the cohort was measured a second time, when it was.
     """
 
     input_len: int
@@ -57,6 +69,7 @@ class Cohort:
     reason: str | None
     intervals: int | None = None
     burst_share: float | None = None
+    remeasured: Remeasured | None = None
 
 
 def _traces(records: list[StreamRecord]) -> list[StreamTrace]:
@@ -67,6 +80,7 @@ def _traces(records: list[StreamRecord]) -> list[StreamTrace]:
             send_ns=r.send_ns - origin,
             chunk_ns=[t - origin for t in r.chunk_ns],
             chunk_tokens=list(r.chunk_tokens),
+            resends=r.resends,
         )
         for r in records
     ]
@@ -81,6 +95,7 @@ class _Ended:
     repeat: int
     records: list[StreamRecord]
     watch: MetricsWatch
+    remeasured: Remeasured | None = None
 
 
 def _cohort_requests(
@@ -186,6 +201,7 @@ def _judge(ended: _Ended) -> Cohort:
         reason="; ".join(reasons) if reasons else None,
         intervals=intervals,
         burst_share=bursts,
+        remeasured=ended.remeasured,
     )
 
 
@@ -221,7 +237,8 @@ async def run_decode(
     is judged, the next cohort's prompts and bodies are built (one request at a time, yielding
     in between) and the connections it lacks are opened, and ``chores`` run in the first ramp
     long enough for them. Each cohort's requests are verified as soon as it ends, so a failed
-    request aborts before the next cohort is sent.
+    request aborts before the next cohort is sent; a cohort that failed for a transport reason is
+    first measured once more, on new connections (``Cohort.remeasured``).
     """
     plan = [
         (input_len, n, repeat)
@@ -269,9 +286,15 @@ async def run_decode(
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             raise
+        failure = transport_failure(records)
+        if failure is not None:
+            progress.update(probe.iid, "decode", f"{label}: measured again ({failure.reason})")
+            await fresh_connections(probe)
+            requests = list(_cohort_requests(probe, input_len, n, output_tokens, prompts, ids))
+            records, watch = await _stream_all(probe, requests, clock_ns, OnWire(n), watch.last())
         for request, record in zip(requests, records, strict=True):
             verify(probe, request, record)
-        ended = _Ended(input_len, n, repeat, records, watch)
+        ended = _Ended(input_len, n, repeat, records, watch, failure)
         progress.update(probe.iid, "decode", label, done=cohort_weight(input_len, n, output_tokens))
     if ended is not None:
         cohorts.append(_judge(ended))

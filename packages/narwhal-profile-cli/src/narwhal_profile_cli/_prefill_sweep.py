@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from narwhal_fit import PrefillFit
 from narwhal_profile_cli._errors import ProfileAbortError
@@ -17,22 +17,40 @@ from narwhal_profile_cli._prefill_gate import gated_prefill_fit
 from narwhal_profile_cli._preflight import EngineProbe
 from narwhal_profile_cli._progress import Progress, prefill_weight
 from narwhal_profile_cli._prompts import PromptFactory
-from narwhal_profile_cli._requests import OnWire, PreparedRequest, RequestIds, prepare, verify
+from narwhal_profile_cli._requests import (
+    OnWire,
+    PreparedRequest,
+    RequestIds,
+    fresh_connections,
+    prepare,
+    transport_failure,
+    verify,
+)
+from narwhal_store import Remeasured
 
 
 @dataclass(slots=True)
 class PrefillTimings:
-    """Every raw TTFT (seconds) at one length, with the request ids that produced them."""
+    """Every raw TTFT (seconds) at one length, with the request ids that produced them; the ids
+    of requests resent after a kept-alive connection closed unanswered; repeats measured again
+    after a transport failure."""
 
     length: int
     ttft_s: list[float]
     request_ids: list[str]
+    resent: list[str] = field(default_factory=list)
+    remeasured: list[Remeasured] = field(default_factory=list)
 
 
 async def warm_up(probe: EngineProbe, prompts: PromptFactory, ids: RequestIds, length: int) -> str:
-    """One unscored request (CUDA graphs, caches), checked like every other; returns its id."""
+    """One unscored request (CUDA graphs, caches), checked like every other; returns its id. A
+    transport failure is tried once more on new connections."""
     request = prepare(probe, prompts.prompt(length), 1, ids.next(probe.iid, "warmup"))
     record = await probe.client.stream_completion(request.body, request_id=request.request_id)
+    if transport_failure([record]) is not None:
+        await fresh_connections(probe)
+        request = prepare(probe, prompts.prompt(length), 1, ids.next(probe.iid, "warmup"))
+        record = await probe.client.stream_completion(request.body, request_id=request.request_id)
     verify(probe, request, record)
     return request.request_id
 
@@ -48,7 +66,9 @@ async def run_prefill(
     """``repeats`` sequential single-token requests at each length.
 
     Each next request is built once the current one is on the wire, while the engine prefills it
-    (lengths ascend, so building the next prompt takes a small share of the current TTFT).
+    (lengths ascend, so building the next prompt takes a small share of the current TTFT). A
+    repeat that fails for a transport reason is measured once more on new connections (recorded
+    in ``remeasured``); a second failure aborts.
     """
     plan = [(length, repeat) for length in lengths for repeat in range(repeats)]
     samples = {length: PrefillTimings(length, [], []) for length in lengths}
@@ -76,7 +96,17 @@ async def run_prefill(
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             raise
+        failure = transport_failure([record])
+        if failure is not None:
+            await fresh_connections(probe)
+            request = build(length)
+            record = await probe.client.stream_completion(
+                request.body, request_id=request.request_id
+            )
+            samples[length].remeasured.append(failure)
         verify(probe, request, record)
+        if record.resends:
+            samples[length].resent.append(request.request_id)
         ttft = record.ttft_s
         if ttft is None or ttft <= 0:
             raise ProfileAbortError(

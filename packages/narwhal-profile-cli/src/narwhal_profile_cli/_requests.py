@@ -7,9 +7,16 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from narwhal_engine_client import StreamRecord, TokenCounting, completion_body
+from narwhal_engine_client import (
+    EngineConnectError,
+    StreamCutError,
+    StreamRecord,
+    TokenCounting,
+    completion_body,
+)
 from narwhal_profile_cli._errors import ProfileAbortError
 from narwhal_profile_cli._preflight import EngineProbe
+from narwhal_store import Remeasured
 
 _ASKED: dict[TokenCounting, str] = {
     "token_ids": "return_token_ids",
@@ -52,6 +59,27 @@ class OnWire:
         finally:
             waiter.cancel()
         await asyncio.sleep(0)
+
+
+def transport_failure(records: list[StreamRecord]) -> Remeasured | None:
+    """What to record when a request of ``records`` failed for a transport reason (it could not
+    reach the engine, or its connection broke), which a new measurement on new connections may
+    not meet again; None when none did. An engine's own refusal (an HTTP error, an error event,
+    wrong counts) or a timeout is not one: it is the engine's answer, and aborts."""
+    failed = [r for r in records if isinstance(r.error, EngineConnectError | StreamCutError)]
+    if not failed:
+        return None
+    first = failed[0]
+    reason = f"request {first.request_id} failed: {first.error}"
+    if len(failed) > 1:
+        reason += f" (and {len(failed) - 1} more of the {len(records)})"
+    return Remeasured(request_ids=[r.request_id for r in failed], reason=reason)
+
+
+async def fresh_connections(probe: EngineProbe) -> None:
+    """Close the engine client's idle connections, so what is measured again goes out on new
+    ones."""
+    await probe.client.drop_idle_connections()
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ __all__ = [
     "NeighbourRecord",
     "PrefillSample",
     "ProfileSamples",
+    "Remeasured",
     "SamplesSidecar",
     "Source",
     "SweepSettings",
@@ -66,12 +67,31 @@ class SweepSettings(StrictModel):
     """``--shard K/M`` of the live sweep that measured this profile, or None."""
 
 
+class Remeasured(StrictModel):
+    """A measurement taken again: its first attempt failed for a transport reason (the connection,
+    not the engine), so it was measured once more on new connections."""
+
+    request_ids: Annotated[list[str], Field(min_length=1)]
+    """The first attempt's requests (none of their timings is kept)."""
+    reason: Annotated[str, StringConstraints(min_length=1)]
+
+
 class PrefillSample(StrictModel):
     """Every raw TTFT measured at one prompt length, with the request ids that produced them."""
 
     length: PosInt
     ttft_s: Annotated[list[NonNegFloat], Field(min_length=1)]
     request_ids: list[str]
+    resent_request_ids: list[str] = Field(
+        default_factory=list,
+        description="requests first written on a kept-alive connection that the engine closed "
+        "before answering, so sent once more on a new connection (their TTFT is the resend's)",
+    )
+    remeasured: list[Remeasured] = Field(
+        default_factory=list,
+        description="repeats whose first attempt failed for a transport reason and were measured "
+        "again on new connections",
+    )
 
     @model_validator(mode="after")
     def _same_length(self) -> Self:
@@ -90,6 +110,11 @@ class DecodeStream(StrictModel):
     send_ns: int
     chunk_ns: list[int]
     chunk_tokens: list[NonNegInt]
+    resends: NonNegInt = Field(
+        default=0,
+        description="1 when the request was first written on a kept-alive connection that the "
+        "engine closed before answering, and so sent once more on a new connection",
+    )
 
     @model_validator(mode="after")
     def _same_length(self) -> Self:
@@ -118,6 +143,11 @@ class DecodeSample(StrictModel):
         "a burst (under a quarter of the stream's mean per-token interval for the chunk's "
         "tokens): the engine's API server flushing several steps at once; null when the cohort "
         "had no window or was written before this was recorded",
+    )
+    remeasured: Remeasured | None = Field(
+        default=None,
+        description="set when the cohort's first attempt failed for a transport reason and the "
+        "cohort was measured again on new connections",
     )
 
 
