@@ -11,7 +11,14 @@ from . import _browser as browser
 from . import _commands as cmd
 from ._checks import RefusalChecks, SuiteChecks
 from ._state import Conformance
-from ._suite import Suite, run_suite, write_transcript
+from ._suite import (
+    DRAIN_GAUGES,
+    TRIAL_BOUNDS,
+    Suite,
+    run_suite,
+    trial_args,
+    write_transcript,
+)
 from ._tpot import compare
 
 VARIANT = "default"
@@ -79,3 +86,37 @@ def test_report_renders_in_chromium(suite: Suite) -> None:
         assert f'id="{ident}"' in shot.dom, ident
     assert shot.dom.count("<svg") >= 5
     assert shot.screenshot.stat().st_size > 20_000  # a blank 1280x4000 PNG is a few kB
+
+
+#: Offers 5.26 s apart: every kept-alive connection sits idle past vLLM's 5 s keep-alive
+#: (``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``) between two offers, so each would be lost to the server's
+#: idle close if the client reused it.
+SLOW_RATE = "0.19"
+SLOW_REQUESTS = 4
+
+
+def test_a_trial_with_gaps_past_the_keep_alive_loses_no_request(
+    suite: Suite, conformance: Conformance
+) -> None:
+    """At 0.19 request/s against vLLM's server, every offer completes: no connect error."""
+    out = suite.root / "trial" / "run-0.19"
+    gauges = [arg for gauge in DRAIN_GAUGES for arg in ("--drain-gauge", gauge)]
+    done = cmd.trial(
+        "run", *trial_args(suite.server), "--workload", str(suite.workload),
+        "--rate", SLOW_RATE, "--requests", str(SLOW_REQUESTS), *TRIAL_BOUNDS, *gauges,
+        "--out", str(out), env=suite.env,
+    )  # fmt: skip
+    records = cmd.read_jsonl(out / "requests.jsonl")
+    statuses = [r["status"] for r in records]
+    conformance.record(
+        VARIANT,
+        slow_trial={
+            "rate": float(SLOW_RATE),
+            "exit": done.returncode,
+            "statuses": statuses,
+            "resends": sum(r["resends"] for r in records),
+            "wall_s": round(done.wall_s, 1),
+        },
+    )
+    assert done.returncode == 0, done.brief()
+    assert statuses == ["completed"] * SLOW_REQUESTS, done.brief()

@@ -51,6 +51,8 @@ class Outcome:
     client."""
     end_ns: int | None = None
     """For an interrupted offer: when it was closed."""
+    resends: int = 0
+    """For a lag miss: 1 when it was the resend that came too late (``StreamRecord.resends``)."""
 
 
 def status_of(stream: StreamRecord) -> Status:
@@ -113,6 +115,7 @@ def judge(outcome: Outcome, t0_ns: int, bounds: Bounds) -> RequestRecord:
         bytes_sent=stream.bytes_sent,
         bytes_received=stream.bytes_received,
         good=good,
+        resends=stream.resends,
     )
 
 
@@ -143,6 +146,7 @@ def _unsent(outcome: Outcome, t0_ns: int) -> RequestRecord:
         bytes_sent=0,
         bytes_received=0,
         good=False,
+        resends=outcome.resends,
     )
 
 
@@ -156,6 +160,11 @@ def _unsent_text(outcome: Outcome) -> str:
     if outcome.miss == "in_flight_cap":
         return f"not sent: {outcome.in_flight} requests already in flight at the due time"
     lag_ms = (outcome.decided_ns - outcome.due_ns) / 1e6
+    if outcome.resends:
+        return (
+            f"not resent: {lag_ms:.3f} ms late, beyond the lag limit (its first send went on a "
+            "kept-alive connection the server closed before answering)"
+        )
     return f"not sent: {lag_ms:.3f} ms late, beyond the lag limit"
 
 

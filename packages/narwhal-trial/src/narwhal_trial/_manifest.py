@@ -54,6 +54,7 @@ def build_manifest(
             drain_gauges=list(settings.drain[1]),
             stream_transport=settings.stream_transport,
             drain_preset=settings.drain[0],
+            keepalive_expiry_s=settings.keepalive_expiry_s,
         ),
         arguments=settings.arguments(),
         model=workload.model,

@@ -53,6 +53,11 @@ class Limits(_Doc):
         description="the --drain-preset the drain gauges came from (none: no drain check); null "
         "for a --drain-gauge list",
     )
+    keepalive_expiry_s: float | None = Field(
+        default=None,
+        description="--keepalive-expiry: an idle kept-alive connection older than this was never "
+        "reused; null in manifests written before it was recorded",
+    )
 
 
 class Manifest(_Doc):
@@ -136,6 +141,12 @@ class RequestRecord(_Doc):
     bytes_sent: int
     bytes_received: int
     good: bool
+    resends: int = Field(
+        default=0,
+        description="1 when the request was first written on a kept-alive connection that the "
+        "server closed before answering, and so sent once more on a new connection (its times are "
+        "the resend's; a resend past the lag limit is a lag miss)",
+    )
 
 
 class Distribution(_Doc):
@@ -174,6 +185,11 @@ class ClientUsage(_Doc):
         default=0,
         description="keep-alive connections opened after the last drain, before the first offer "
         "(raw transport: about rate x the warm-up's duration x 1.25, at most --max-in-flight)",
+    )
+    resends: int = Field(
+        default=0,
+        description="offers sent once more on a new connection after a kept-alive connection "
+        "closed before answering them",
     )
 
 

@@ -146,6 +146,7 @@ class _Trial:
                 max_connections=self.s.max_in_flight + 16,
                 clock_ns=self.clock,
                 stream_transport=self.s.stream_transport,
+                keepalive_expiry_s=self.s.keepalive_expiry_s,
             ) as client:
                 self.client = client
                 await self._guard(self._before(client))
@@ -334,7 +335,10 @@ class _Trial:
             if self.unsent.pop(n, None) is None:
                 self.in_flight -= 1
         if isinstance(stream.error, SendDeadlineError):
-            self._finish(Outcome(n, self.ids[n], due, stream.send_ns, flying, miss="lag"))
+            outcome = Outcome(
+                n, self.ids[n], due, stream.send_ns, flying, miss="lag", resends=stream.resends
+            )
+            self._finish(outcome)
             return
         self._finish(Outcome(n, self.ids[n], due, decided, flying, stream=stream))
 

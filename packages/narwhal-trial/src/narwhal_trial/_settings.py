@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from narwhal_engine_client import StreamTransport
+from narwhal_engine_client import DEFAULT_KEEPALIVE_EXPIRY_S, StreamTransport
 from narwhal_trial._access import ApiKeyEnv, refuse_credentials
 from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
 from narwhal_trial._errors import TrialUsageError
@@ -70,6 +70,8 @@ class RunSettings:
     max_lag_s: float = 0.050
     request_timeout_s: float = 300.0
     drain_timeout_s: float = 600.0
+    keepalive_expiry_s: float = DEFAULT_KEEPALIVE_EXPIRY_S
+    """``--keepalive-expiry``: an idle connection older than this is never reused"""
     drain_poll_s: float = 0.25
     drain_gauges: tuple[str, ...] = ()
     """``--drain-gauge``: replaces the preset's gauges when given"""
@@ -117,6 +119,11 @@ class RunSettings:
             (
                 math.isfinite(self.drain_timeout_s) and self.drain_timeout_s > 0,
                 f"--drain-timeout must be positive, got {self.drain_timeout_s}",
+            ),
+            (
+                math.isfinite(self.keepalive_expiry_s) and 0 < self.keepalive_expiry_s <= 3600,
+                "--keepalive-expiry must be positive seconds (at most 3600), got "
+                f"{self.keepalive_expiry_s}",
             ),
             (
                 not (self.drain_gauges and self.drain_preset),
@@ -180,6 +187,7 @@ class RunSettings:
             "max_lag": self.max_lag_s,
             "request_timeout": self.request_timeout_s,
             "drain_timeout": self.drain_timeout_s,
+            "keepalive_expiry": self.keepalive_expiry_s,
             "drain_gauges": list(self.drain_gauges),
             "transport": self.transport,
             "drain_preset": self.drain_preset,

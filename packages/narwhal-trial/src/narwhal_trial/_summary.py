@@ -109,6 +109,7 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> Summary:
                 event_loop_lag_s=_dist(facts.loop_lag_s),
                 scheduling_lag_s=_dist(lags),
                 preconnected=facts.preconnected,
+                resends=sum(r.resends for r in records),
             ),
             "warmup_status": facts.warmup_status,
             "drain_s": facts.drain_s,

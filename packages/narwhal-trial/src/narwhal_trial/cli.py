@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from narwhal_engine_client import DEFAULT_KEEPALIVE_EXPIRY_S
 from narwhal_trial._access import DEFAULT_API_KEY_ENV
 from narwhal_trial._commands import (
     check_command,
@@ -177,6 +178,17 @@ def run(
     drain_timeout: Annotated[
         float, typer.Option("--drain-timeout", help="Seconds to wait for the fleet to drain.")
     ] = 600.0,
+    keepalive_expiry: Annotated[
+        float,
+        typer.Option(
+            "--keepalive-expiry",
+            metavar="SECONDS",
+            help="An idle kept-alive connection older than this is never reused: keep it below "
+            "the server's own idle timeout (vLLM closes idle connections after 5 s). A request "
+            "written on a reused connection that the server closes before answering is sent "
+            "once more on a new connection, within --max-lag, and its record says so.",
+        ),
+    ] = DEFAULT_KEEPALIVE_EXPIRY_S,
     drain_preset: Annotated[
         DrainPreset | None,
         typer.Option(
@@ -218,6 +230,7 @@ def run(
         max_lag_s=max_lag,
         request_timeout_s=request_timeout,
         drain_timeout_s=drain_timeout,
+        keepalive_expiry_s=keepalive_expiry,
         drain_gauges=tuple(drain_gauge or ()),
         drain_preset=drain_preset,
         transport=transport,
