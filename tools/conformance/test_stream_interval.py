@@ -4,9 +4,12 @@ that carry several tokens, and the stored decode TPOT within 5% of what the engi
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterator
 
 import pytest
+
+from narwhal_store import BURSTY_SHARE
 
 from . import _commands as cmd
 from . import _tracing as tracing
@@ -64,16 +67,25 @@ class TestStreamInterval(SuiteChecks, RefusalChecks):
         assert records and all(r["chunks"] < r["completion_tokens"] for r in records), records
 
     def test_stored_tpot_within_5_percent_of_what_the_engine_served(self, suite: Suite) -> None:
-        """Each stored cohort TPOT against the engine's own (its trace spans, ``_tpot``): at
-        least three quarters of them within 5%, and at least half the sweep's cohorts stored.
-        (A cohort whose chunks a starved API server held back reads off or is left out by the
-        profiler, which names it; that is the host, not the counting.)"""
+        """Each stored cohort TPOT against the engine's own (its trace spans, ``_tpot``): the
+        median ratio over every cohort within 5%, and at least three quarters of the cohorts
+        delivered without bursts within 5% each; at least half the sweep's cohorts stored.
+
+        A cohort whose chunks a starved API server held back and flushed in bursts (the sidecar's
+        ``burst_share`` at or above ``BURSTY_SHARE``, which the profiler names) reads off by up to
+        a few tens of percent either way on a loaded machine: that is the host, not the counting.
+        The median over all cohorts still holds then (a miscounted chunk would put it off by the
+        stream interval, 4x); the per-cohort bound is held where the delivery allows it.
+        """
         assert suite.profile.returncode == 0, suite.profile.brief()
         cohorts = per_cohort(suite, suite.spans)
         samples = suite.samples_doc()["decode_samples"]
         assert len(cohorts) >= len(samples) / 2, [c["reason"] for c in samples]
-        within = [c for c in cohorts if abs(c.ratio - 1) <= TOLERANCE]
-        assert len(within) >= math.ceil(SHARE * len(cohorts)), [c.figures() for c in cohorts]
+        figures = [c.figures() for c in cohorts]
+        assert abs(statistics.median(c.ratio for c in cohorts) - 1) <= TOLERANCE, figures
+        steady = [c for c in cohorts if c.burst_share is None or c.burst_share < BURSTY_SHARE]
+        within = [c for c in steady if abs(c.ratio - 1) <= TOLERANCE]
+        assert len(within) >= math.ceil(SHARE * len(steady)), figures
 
     def test_store_holds_the_cohort_tpots(self, suite: Suite) -> None:
         """The decode fit's observed points are exactly the sidecar's cohort TPOTs."""
