@@ -2,13 +2,14 @@
 the real commands: one table, one test per row.
 
 Every case runs in a folder of its own that holds all its input files. Each asserts the exit code
-(2 usage or bad input, 1 a blocking error), exactly one ``PROG: error: ...`` line on stderr naming
-the problem and nothing on stdout, no traceback, no password echoed, and that nothing in the folder
-was created or changed (each entry's path, mode and bytes, or link target, hashed before and
-after). Cases that need no engine point at a closed loopback port: a command that contacted the
-engine before refusing the input would fail with a different message. The few that need a live
-engine share one simulated fleet. The subprocesses run once per module in a small worker pool;
-each row then checks its own outcome.
+(narwhal-profile and narwhal-sim: 2 usage or bad input, 1 a blocking error; the trial's launcher: 1
+for both, as the runbook's table has it, whose 2 means a judged run), exactly one
+``PROG: error: ...`` line on stderr naming the problem and nothing on stdout, no traceback, no
+password echoed, and that nothing in the folder was created or changed (each entry's path, mode
+and bytes, or link target, hashed before and after). Cases that need no engine point at a closed
+loopback port: a command that contacted the engine before refusing the input would fail with a
+different message. The few that need a live engine share one simulated fleet. The subprocesses run
+once per module in a small worker pool; each row then checks its own outcome.
 """
 
 from __future__ import annotations
@@ -416,8 +417,8 @@ def _trial_cases() -> Iterator[Case]:
         "words": ("not a url", "http:// or https://"),
     }
     for name, (url, needle) in bases.items():
-        yield Case(f"trial-prepare-base-{name}", "trial", prepare(**{"--base": url}), 2, needle)
-        yield Case(f"trial-run-base-{name}", "trial", run(**{"--base": url}), 2, needle)
+        yield Case(f"trial-prepare-base-{name}", "trial", prepare(**{"--base": url}), 1, needle)
+        yield Case(f"trial-run-base-{name}", "trial", run(**{"--base": url}), 1, needle)
     for option, values in {
         "--input-tokens": ("0", "-1", "x"),
         "--output-tokens": ("0", "x"),
@@ -425,10 +426,10 @@ def _trial_cases() -> Iterator[Case]:
     }.items():
         for value in values:
             yield Case(
-                f"trial-prepare{option}-{value}", "trial", prepare(**{option: value}), 2, option
+                f"trial-prepare{option}-{value}", "trial", prepare(**{option: value}), 1, option
             )
-    yield Case("trial-prepare-no-out", "trial", prepare(**{"--out": None}), 2, "--out")  # type: ignore[arg-type]
-    yield Case("trial-prepare-unknown", "trial", (*prepare(), "--bogus"), 2, "--bogus")
+    yield Case("trial-prepare-no-out", "trial", prepare(**{"--out": None}), 1, "--out")  # type: ignore[arg-type]
+    yield Case("trial-prepare-unknown", "trial", (*prepare(), "--bogus"), 1, "--bogus")
     yield Case(
         "trial-prepare-out-not-empty", "trial", prepare(), 1, "not empty", non_empty("w", "x")
     )
@@ -460,16 +461,16 @@ def _trial_cases() -> Iterator[Case]:
     for option, values in run_values.items():
         for value in values:
             needle = "--requests" if value == "1e-9" else option
-            yield Case(f"trial-run{option}-{value}", "trial", run(**{option: value}), 2, needle)
+            yield Case(f"trial-run{option}-{value}", "trial", run(**{option: value}), 1, needle)
     yield Case(
         "trial-run-raw-https",
         "trial",
         (*run(**{"--base": "https://127.0.0.1:9"}), "--transport", "raw"),
-        2,
+        1,
         "--transport raw",
     )
-    yield Case("trial-run-no-workload", "trial", run(**{"--workload": None}), 2, "--workload")  # type: ignore[arg-type]
-    yield Case("trial-run-unknown", "trial", (*run(), "--bogus"), 2, "--bogus")
+    yield Case("trial-run-no-workload", "trial", run(**{"--workload": None}), 1, "--workload")  # type: ignore[arg-type]
+    yield Case("trial-run-unknown", "trial", (*run(), "--bogus"), 1, "--bogus")
     yield Case(
         "trial-run-workload-missing", "trial", run(**{"--workload": "none.json"}), 1, "none.json"
     )
@@ -499,7 +500,7 @@ def _trial_cases() -> Iterator[Case]:
         1,
         "not writable",
     )
-    yield Case("trial-no-command", "trial", ("bogus",), 2, "bogus")
+    yield Case("trial-no-command", "trial", ("bogus",), 1, "bogus")
     yield Case(
         "trial-reconcile-missing",
         "trial",
@@ -704,6 +705,7 @@ def test_the_table_is_large_and_its_ids_unique() -> None:
     assert len(CASES) >= 150
     assert len({c.id for c in CASES}) == len(CASES)
     assert {c.prog for c in CASES} == set(PROGS)
+    assert {c.code for c in CASES if c.prog == "trial"} == {1}  # the runbook's 2 is a judged run
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

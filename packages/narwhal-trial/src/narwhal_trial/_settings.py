@@ -37,7 +37,7 @@ def redact_url(url: str) -> str:
 
 
 def check_base_url(url: str) -> None:
-    """Refuse (TrialUsageError, exit 2) a ``--base`` that is not an ``http(s)://HOST[:PORT]`` URL;
+    """Refuse (TrialUsageError, exit 1) a ``--base`` that is not an ``http(s)://HOST[:PORT]`` URL;
     the message never shows a password."""
     shown = redact_url(url)
     try:
@@ -84,7 +84,8 @@ class RunSettings:
     """``--max-model-len``: the context limit, for a server that reports none"""
 
     def validate(self) -> None:
-        """Raise TrialUsageError (exit 2) for a value the run cannot use."""
+        """Raise TrialUsageError (exit 1, before anything is touched) for a value the run cannot
+        use."""
         check_base_url(self.base_url)
         self.api_keys()
         checks = [
