@@ -10,8 +10,8 @@ import orjson
 
 from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._check import run_checks
-from narwhal_trial._errors import TrialError, TrialUsageError
-from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
+from narwhal_trial._errors import TrialError
+from narwhal_trial._files import atomic_write, check_fresh_dir, check_fresh_file, make_private_dir
 from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._prediction import Prediction, render_text
 from narwhal_trial._prepare import build_workload
@@ -161,8 +161,8 @@ def predict_command(req: PredictRequest, *, as_json: bool, out: Path | None) -> 
     it misses the target (the judged outcome). Raises TrialError (exit 1) for unusable inputs and
     OutsideDomainError (exit 1) when the prediction would extrapolate beyond the profiles.
     """
-    if out is not None and (out.exists() or out.is_symlink()):
-        raise TrialUsageError(f"refusing --out {out}: it already exists")
+    if out is not None:
+        check_fresh_file(out, flag="--out")
     doc = predict(req)
     data = orjson.dumps(doc.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
     if out is not None:

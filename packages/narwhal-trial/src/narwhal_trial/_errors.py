@@ -10,7 +10,8 @@ TrialError              root; exit 1 (a blocking error, runbook table)
 │   │                   unusable fleet, store or limits files (as the command line's own usage
 │   │                   errors, which exit 1 too)
 │   └── OutsideDomainError (``_predict``) predict refuses to extrapolate beyond the profiles
-├── DestinationError    an ``--out`` that is a symlink, a file, or already holds anything
+├── DestinationError    an ``--out`` that is a symlink, a file, already holds anything, or lies
+│                       where it cannot be created (an unwritable or unenterable folder)
 ├── WorkloadError       an unreadable or invalid workload, or one the engine cannot serve
 ├── DrainError          no drain gauge on the metrics page, or no drain in time
 ├── PrepareError        the engine did not give the seed completion's token ids
@@ -40,7 +41,7 @@ class TrialUsageError(TrialError):
 
 
 class DestinationError(TrialError):
-    """An ``--out`` refused: a symlink, not a folder, or not empty (exit 1, a blocking error).
+    """An ``--out`` refused: a symlink, not a folder, not empty, or not creatable (exit 1).
 
     Not exit 2: the runbook sends an operator who sees 2 to the ``summary.json`` in ``--out``,
     which for a refused folder is an earlier run's verdict, not this one's.
