@@ -10,6 +10,7 @@ from narwhal_trial._provenance import (
     dist_version,
     helper_digest,
     helper_files,
+    helper_packages,
     source_revision,
 )
 from narwhal_trial._records import Limits, Manifest
@@ -27,7 +28,8 @@ def build_manifest(
     event_loop: str,
 ) -> Manifest:
     """The manifest of a run about to start."""
-    files = helper_files(settings.launcher)
+    packages = helper_packages()
+    files = helper_files(settings.launcher, packages)
     revision, dirty = source_revision()
     workload = loaded.workload
     return Manifest(
@@ -39,6 +41,7 @@ def build_manifest(
         helper_digest=helper_digest(files),
         helper_files=files,
         helper_version=dist_version("narwhal-trial"),
+        packages={p.dist: p.version for p in packages},
         hostname=socket.gethostname(),
         source_revision=revision,
         source_dirty=dirty,

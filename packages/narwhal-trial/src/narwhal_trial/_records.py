@@ -66,12 +66,20 @@ class Manifest(_Doc):
     workload_path: str
     workload_digest: str = Field(description="SHA-256 of the workload file's exact bytes")
     helper_digest: str = Field(
-        description="SHA-256 over the launcher and the package's source files"
+        description="SHA-256 over the launcher and the source files of every narwhal package "
+        "whose code runs during the trial"
     )
     helper_files: dict[str, str] = Field(
-        description="SHA-256 of each file the helper digest covers"
+        description="SHA-256 of each file the helper digest covers (keys <module>/<path> and "
+        "launcher/<name>)"
     )
     helper_version: str
+    packages: dict[str, str] = Field(
+        default_factory=dict,
+        description="installed version of each narwhal distribution the helper digest covers "
+        "(narwhal-trial and the narwhal packages it requires); manifests written before the "
+        "digest covered them lack the key",
+    )
     hostname: str
     source_revision: str = Field(
         description="git rev-parse HEAD of the helper's checkout, or unknown"
