@@ -135,11 +135,22 @@ def _old_manifest() -> dict[str, object]:
 
 
 def test_older_manifests_still_read_and_unknown_keys_are_refused() -> None:
-    """format_version stays 1: the new key is optional (an older manifest reads with no
-    packages); the model stays strict."""
+    """format_version stays 1: the new keys are optional (an older manifest reads with no
+    packages and no launch records); the model stays strict."""
     old = Manifest.model_validate(_old_manifest())
-    assert old.packages == {}
-    new = Manifest.model_validate(_old_manifest() | {"packages": {"narwhal-trial": "0.1.0"}})
-    assert orjson.loads(new.model_dump_json())["packages"] == {"narwhal-trial": "0.1.0"}
+    assert old.packages == {} and old.launch_records == []
+    new = Manifest.model_validate(
+        _old_manifest()
+        | {
+            "packages": {"narwhal-trial": "0.1.0"},
+            "launch_records": [
+                {"file": "launch-records/a.txt", "source": "/x/a.txt", "sha256": "3" * 64}
+            ],
+        }
+    )
+    assert orjson.loads(new.model_dump_json())["launch_records"][0]["file"].endswith("a.txt")
     with pytest.raises(ValidationError, match="Extra inputs"):
         Manifest.model_validate(_old_manifest() | {"helper_packages": []})
+    extra = {"file": "a", "source": "b", "sha256": "c", "mode": 384}
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        Manifest.model_validate(_old_manifest() | {"launch_records": [extra]})

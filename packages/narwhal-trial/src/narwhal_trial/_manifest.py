@@ -13,7 +13,7 @@ from narwhal_trial._provenance import (
     helper_packages,
     source_revision,
 )
-from narwhal_trial._records import Limits, Manifest
+from narwhal_trial._records import LaunchRecordCopy, Limits, Manifest
 from narwhal_trial._settings import RunSettings
 from narwhal_trial._workload import LoadedWorkload
 
@@ -26,8 +26,9 @@ def build_manifest(
     start_time: str,
     warmup_request_id: str,
     event_loop: str,
+    launch_records: list[LaunchRecordCopy] | None = None,
 ) -> Manifest:
-    """The manifest of a run about to start."""
+    """The manifest of a run about to start; ``launch_records``: the copies kept in its folder."""
     packages = helper_packages()
     files = helper_files(settings.launcher, packages)
     revision, dirty = source_revision()
@@ -71,4 +72,5 @@ def build_manifest(
         workload_served_by=workload.served_by,
         api_key_env=settings.api_keys().sent_from,
         operator_max_model_len=settings.max_model_len,
+        launch_records=launch_records or [],
     )

@@ -55,6 +55,14 @@ class Limits(_Doc):
     )
 
 
+class LaunchRecordCopy(_Doc):
+    """One launch record (``run --launch-record``) kept in the run folder."""
+
+    file: str = Field(description="the copy, relative to the run folder (launch-records/NAME)")
+    source: str = Field(description="the path it was copied from (absolute)")
+    sha256: str = Field(description="SHA-256 of its bytes (the copy's and the source's)")
+
+
 class Manifest(_Doc):
     """``manifest.json``: what ran, from where, with what, written before the first offer."""
 
@@ -112,6 +120,11 @@ class Manifest(_Doc):
         default=None,
         description="the context limit the operator supplied with --max-model-len; null when the "
         "server's own limit was used",
+    )
+    launch_records: list[LaunchRecordCopy] = Field(
+        default_factory=list,
+        description="the launch records given with --launch-record, copied into the run folder "
+        "before the first request",
     )
 
 

@@ -82,6 +82,8 @@ class RunSettings:
     """``--api-key-env``: the variable holding the key (None: ``NARWHAL_API_KEY`` when set)"""
     max_model_len: int | None = None
     """``--max-model-len``: the context limit, for a server that reports none"""
+    launch_records: tuple[Path, ...] = ()
+    """``--launch-record``: the engines' launch records, copied into the run folder"""
 
     def validate(self) -> None:
         """Raise TrialUsageError (exit 1, before anything is touched) for a value the run cannot
@@ -186,4 +188,5 @@ class RunSettings:
             "drain_preset": self.drain_preset,
             "api_key_env": self.api_key_env,
             "max_model_len": self.max_model_len,
+            "launch_records": [str(p) for p in self.launch_records],
         }

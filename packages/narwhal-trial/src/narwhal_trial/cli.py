@@ -204,6 +204,15 @@ def run(
     ] = "auto",
     api_key_env: ApiKeyEnvOpt = None,
     max_model_len: MaxModelLenOpt = None,
+    launch_record: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--launch-record",
+            help="An engine's launch record (its `vllm serve` command line, showing "
+            "--no-enable-prefix-caching), copied into OUT/launch-records/ and its SHA-256 into "
+            "the manifest (repeat).",
+        ),
+    ] = None,
 ) -> None:
     """Drain, warm up, drain, then offer every request on its absolute schedule."""
     inv: _Invocation = ctx.obj
@@ -227,6 +236,7 @@ def run(
         launcher=inv.launcher,
         api_key_env=api_key_env,
         max_model_len=max_model_len,
+        launch_records=tuple(launch_record or ()),
     )
     try:
         summary = run_trial(settings)
