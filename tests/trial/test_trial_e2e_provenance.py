@@ -1,24 +1,41 @@
 """End to end against the simulated router: what a run keeps for provenance (the packages it ran,
-the launch records)."""
+the launch records), and ``reconcile`` refusing a router that was not reserved for the trial."""
 
 from __future__ import annotations
 
 import hashlib
 import stat
+import subprocess
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+import httpx
+import orjson
 import pytest
 
 from narwhal_sim.testing import SimFleet
 from narwhal_trial import Manifest
 from narwhal_trial._provenance import helper_digest, helper_files
 
-from .conftest import LAUNCHER, Cli, journal_ids, read_run, run_args
+from .conftest import LAUNCHER, Cli, journal_ids, read_run, run_args, wait_for
 
 pytestmark = pytest.mark.slow
 
 OFF = "vllm serve sim/tiny --max-model-len 32768 --no-enable-prefix-caching\n"
+
+
+def _foreign_completion(fleet: SimFleet, request_id: str) -> None:
+    """One short streamed completion through the router that is not the trial's."""
+    body = {"model": "sim/tiny", "prompt": [1, 2, 3], "max_tokens": 4, "stream": True}
+    with (
+        httpx.Client(base_url=str(fleet.router_url)) as http,
+        http.stream("POST", "/v1/completions", json=body, headers={"X-Request-Id": request_id},
+                    timeout=60) as response,
+    ):  # fmt: skip
+        assert response.status_code == 200
+        for _ in response.iter_bytes():
+            pass
 
 
 def test_run_keeps_its_launch_records_and_the_packages_it_ran(
@@ -92,3 +109,44 @@ def test_bad_launch_record_is_refused_before_anything(
     assert needle.format(path=record) in proc.stderr
     assert not out.exists()
     assert len(journal_ids(shared_fleet)) == sent
+
+
+def test_reconcile_refuses_a_foreign_request_inside_the_window(
+    cli: Cli,
+    start_cli: Callable[..., subprocess.Popen[str]],
+    shared_fleet: SimFleet,
+    tiny_workload: Path,
+    tmp_path: Path,
+) -> None:
+    """A request that is not the trial's, sent through the router while the offers go out: the
+    run itself is unchanged, but reconcile exits 1 naming one foreign entry inside the window
+    (the router was not reserved); the report is still printed. Foreign requests before the run
+    and after it are counted, not judged."""
+    assert shared_fleet.journal_path is not None
+    _foreign_completion(shared_fleet, "operator-probe-before")
+    out = tmp_path / "run"
+    proc = start_cli(*run_args(str(shared_fleet.router_url), tiny_workload, out, rate=20,
+                               requests=40, attainment=0.05))  # fmt: skip
+    lines = out / "requests.jsonl"
+    wait_for(lambda: lines.exists() and lines.read_bytes().count(b"\n") >= 3, what="3 records")
+    _foreign_completion(shared_fleet, "operator-probe-during")
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stdout + stderr
+    _, records, _ = read_run(out)
+    sent = {r["request_id"] for r in records if r["sent"]}
+    wait_for(lambda: sent <= set(journal_ids(shared_fleet)), what="the run's journal entries")
+    _foreign_completion(shared_fleet, "operator-probe-after")
+    args = ("reconcile", "--requests", str(lines), "--journal", str(shared_fleet.journal_path))
+    rec = cli(*args)
+    assert rec.returncode == 1, rec.stdout + rec.stderr
+    assert rec.stderr.count("\n") == 1 and rec.stderr.startswith("load_trial.py: error: 1 ")
+    assert "foreign journal entry (not of run trial-" in rec.stderr
+    assert "(operator-probe-during): the router was not reserved for the trial" in rec.stderr
+    assert "1 foreign inside the trial's window" in rec.stdout and "\nreconciled" in rec.stdout
+    report = orjson.loads(cli(*args, "--json").stdout)
+    assert report["ok"] is True and report["reserved"] is False
+    assert [e["request_id"] for e in report["foreign_in_window"]] == ["operator-probe-during"]
+    assert report["foreign_entries"] >= 3
+    window = report["window"]
+    entry = report["foreign_in_window"][0]
+    assert window["start"] <= entry["arrival"] <= entry["end"] <= window["end"]

@@ -136,21 +136,36 @@ def check_command(
     return (2 if failed else 0), "\n".join(lines)
 
 
-def reconcile_command(*, requests: Path, journal: Path, as_json: bool) -> tuple[int, str]:
-    """Reconcile a run's records with the router journal: exit 0 when all match, else 2 (the
-    judged outcome). Raises TrialError (exit 1) when a file cannot be read."""
+def reconcile_command(
+    *, requests: Path, journal: Path, as_json: bool
+) -> tuple[int, str, str | None]:
+    """Reconcile a run's records with the router journal; returns the exit code, the report and
+    the one-line blocking error, if any.
+
+    Exit 0 when every record reconciles, 2 when one does not (the judged outcome), 1 when a
+    foreign request overlaps the trial's window (the router was not reserved: a blocking error,
+    whatever the records say; the report is printed all the same). Raises TrialError (exit 1)
+    when a file cannot be read.
+    """
     result = reconcile(read_requests(requests), read_journal(journal))
-    code = 0 if result.ok else 2
+    error = result.reservation_error()
+    code = 1 if error is not None else 0 if result.ok else 2
     if as_json:
-        return code, orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode()
+        return code, orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode(), error
+    window = (
+        "no times for the run's journal entries: the router's reservation cannot be checked"
+        if result.window is None
+        else f"{len(result.overlapping)} foreign inside the trial's window"
+    )
     lines = [
         f"run {result.run_id}: {result.client_records} client records, {result.matched} matched, "
         f"{result.schedule_misses} schedule misses (absent from the journal as they must be), "
-        f"{result.warmup_entries} warm-up, {result.foreign_entries} foreign journal entries",
+        f"{result.warmup_entries} warm-up, {result.foreign_entries} foreign journal entries "
+        f"({window})",
         *(f"problem: {p}" for p in result.problems),
         "reconciled" if result.ok else f"NOT reconciled: {len(result.problems)} problem(s)",
     ]
-    return code, "\n".join(lines)
+    return code, "\n".join(lines), error
 
 
 def predict_command(req: PredictRequest, *, as_json: bool, out: Path | None) -> tuple[int, str]:

@@ -295,13 +295,17 @@ def reconcile(
         bool, typer.Option("--json", help="Print the report as one JSON object.")
     ] = False,
 ) -> None:
-    """Match every client record to the router journal by request id. Exit 0 or 2."""
+    """Match every client record to the router journal by request id. Exit 0 when all reconcile,
+    2 when one does not, 1 when a file cannot be read or a request that is not the trial's
+    overlaps its window (the router was not reserved)."""
     inv: _Invocation = ctx.obj
     try:
-        code, text = reconcile_command(requests=requests, journal=journal, as_json=json_out)
+        code, text, error = reconcile_command(requests=requests, journal=journal, as_json=json_out)
     except TrialError as exc:
         raise typer.Exit(fail(inv.prog, exc)) from exc
     print(text)
+    if error is not None:
+        print(f"{inv.prog}: error: {error}", file=sys.stderr)
     raise typer.Exit(code)
 
 
