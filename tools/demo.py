@@ -272,7 +272,8 @@ def predict_rate(
     *,
     find_max: bool = False,
 ) -> str:
-    """One ``predict``; its verdict line, or why it refused (beyond the profiled domain: exit 2)."""
+    """One ``predict``; its verdict line (exit 0 pass, 2 miss), or why it refused (beyond the
+    profiled domain: exit 1)."""
     out = folder / f"prediction-{rate:g}.json"
     title = f"predict {rate:g} request/s ({requests} requests) from the profiles"
     code = step(
@@ -286,9 +287,9 @@ def predict_rate(
             "--kv-transfer-s-per-token", f"{KV_TRANSFER_S_PER_TOKEN / scale:g}",
             "--out", str(out), *(["--find-max-rate"] if find_max else []),
         ),
-        ok=(0, 2),
+        ok=(0, 1, 2),
     )  # fmt: skip
-    if code != 0:
+    if code == 1:
         return "refused: beyond what the profiles measured (see its step above)"
     p = json.loads(out.read_text())["prediction"]
     lo, hi = p["attainment_interval"]["low"], p["attainment_interval"]["high"]

@@ -87,7 +87,8 @@ def _check(tmp_path: Path, *extra: str) -> tuple[str, ...]:
 
 
 def test_commands_refuse_credentials_and_unset_key_variables(cli: Cli, tmp_path: Path) -> None:
-    """prepare, run and check: exit 2 with one line, no secret echoed, nothing created."""
+    """prepare, run and check: exit 1 (a blocking error; 2 is a judged run) with one line, no
+    secret echoed, nothing created."""
     leaky = f"http://token:{SECRET}@127.0.0.1:9"
     cases = [
         (_prepare(leaky, tmp_path), "--base must not carry credentials"),
@@ -107,7 +108,8 @@ def test_commands_refuse_credentials_and_unset_key_variables(cli: Cli, tmp_path:
     ]  # fmt: skip
     for args, message in cases:
         proc = cli(*args, env={"NARWHAL_API_KEY": SECRET})
-        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1, (args, proc.stderr)
         assert message in proc.stderr, (args, proc.stderr)
         assert SECRET not in proc.stdout + proc.stderr
         assert not (tmp_path / "out").exists()

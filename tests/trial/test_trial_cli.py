@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from narwhal_trial import RunSettings
 
-from .conftest import Cli
+from .conftest import LAUNCHER, Cli, trial_env
 
 
 def _flags(help_text: str) -> set[str]:
@@ -66,26 +67,79 @@ def test_transport_auto_is_raw_for_http_and_httpx_for_https() -> None:
 
 
 def test_raw_transport_with_an_https_base_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
-    """--transport raw has no TLS: an https:// base exits 2 naming both, and writes nothing."""
+    """--transport raw has no TLS: an https:// base exits 1 naming both, and writes nothing."""
     proc = cli("run", "--base", "https://router.example:8443", "--workload",
                str(tmp_path / "w.json"), "--rate", "1", "--requests", "1", "--ttft", "2",
                "--tpot", "0.0333", "--attainment", "0.95", "--out", str(tmp_path / "o"),
                "--transport", "raw")  # fmt: skip
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     assert "--transport raw" in proc.stderr and "https://router.example:8443" in proc.stderr
     assert not (tmp_path / "o").exists()
 
 
-def test_bad_values_are_usage_errors(cli: Cli, tmp_path: Path) -> None:
-    """An attainment above 1 or a zero rate exits 2 before anything is created."""
+def test_bad_values_are_blocking_errors(cli: Cli, tmp_path: Path) -> None:
+    """An attainment above 1 or a zero rate exits 1 (2 is a judged run) before anything is
+    created."""
     base = ["run", "--base", "http://127.0.0.1:1", "--workload", str(tmp_path / "w.json"),
             "--requests", "10", "--ttft", "2", "--tpot", "0.0333",
             "--out", str(tmp_path / "o")]  # fmt: skip
     bad = cli(*base, "--rate", "1", "--attainment", "1.5")
-    assert bad.returncode == 2 and "--attainment" in bad.stderr
+    assert bad.returncode == 1 and "--attainment" in bad.stderr
     zero = cli(*base, "--rate", "0", "--attainment", "0.95")
-    assert zero.returncode == 2 and "--rate" in zero.stderr
+    assert zero.returncode == 1 and "--rate" in zero.stderr
     assert not (tmp_path / "o").exists()
+
+
+_RUNBOOK_RUN = ("run", "--base", "http://127.0.0.1:9", "--workload", "workload.json",
+                "--rate", "0.5", "--requests", "200", "--ttft", "2", "--tpot", "0.0333",
+                "--attainment", "0.95", "--out", "rate-0.5")  # fmt: skip
+
+
+def _typo(args: tuple[str, ...], flag: str, value: str | None) -> tuple[str, ...]:
+    """``args`` with ``flag``'s value replaced by ``value`` (None: the flag left out)."""
+    at = args.index(flag)
+    rest = args[:at] + args[at + 2 :]
+    return rest if value is None else (*args[: at + 1], value, *args[at + 2 :])
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (_typo(_RUNBOOK_RUN, "--rate", "x"), "Invalid value for '--rate'"),
+        (_typo(_RUNBOOK_RUN, "--requests", "2OO"), "Invalid value for '--requests'"),
+        (_typo(_RUNBOOK_RUN, "--out", None), "Missing option '--out'"),
+        ((*_RUNBOOK_RUN, "--rat", "1"), "No such option: --rat"),
+        ((*_RUNBOOK_RUN, "--transport", "tcp"), "Invalid value for '--transport'"),
+        (_typo(_RUNBOOK_RUN, "--ttft", "2s"), "--ttft"),
+        (("prepare", "--base", "http://127.0.0.1:9", "--input-tokens", "0", "--output-tokens",
+          "128", "--seed", "1729", "--out", "workload"), "Invalid value for '--input-tokens'"),
+        (("check", "--workload", "workload.json", "--fleet", "f.json"), "Missing option"),
+        (("reconcile", "--requests", "r.jsonl", "--journal"), "requires an argument"),
+        (("predict", "--fleet", "f.json", "--profiles", "p.json", "--input-tokens", "8",
+          "--output-tokens", "8", "--requests", "0", "--ttft", "2", "--tpot", "0.03",
+          "--attainment", "0.95", "--rate", "1"), "Invalid value for '--requests'"),
+        (("runn",), "No such command 'runn'"),
+    ],
+    ids=["rate-x", "requests-letter-o", "no-out", "rat", "transport", "ttft-unit", "prepare-zero",
+         "check-no-profiles", "reconcile-no-value", "predict-zero", "no-such-command"],
+)  # fmt: skip
+def test_usage_errors_exit_1_with_one_line_and_write_nothing(
+    args: tuple[str, ...], needle: str, tmp_path: Path
+) -> None:
+    """A typo in the runbook's command line is a blocking error (exit 1), never the runbook's 2
+    ("inspect summary.json"): one ``load_trial.py: error:`` line, no usage block, no traceback,
+    nothing on stdout, and nothing written in the folder it ran in."""
+    proc = subprocess.run(
+        [sys.executable, str(LAUNCHER), *args],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+        env=trial_env({"NARWHAL_TRIAL_URL": ""}),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("load_trial.py: error: ") and proc.stderr.count("\n") == 1
+    assert needle in proc.stderr, proc.stderr
+    assert "Usage:" not in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_reconcile_command_exit_codes(cli: Cli, tmp_path: Path) -> None:

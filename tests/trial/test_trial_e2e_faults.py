@@ -141,7 +141,8 @@ def overloaded(tmp_path: Path) -> Iterator[SimFleet]:
 def test_overloaded_fleet_misses_attainment_with_a_valid_schedule(
     cli: Cli, overloaded: SimFleet, tmp_path: Path
 ) -> None:
-    """The runbook's shape at 1 request/s (time-scaled): exit 2 with client_schedule_valid true."""
+    """The runbook's shape at 1 request/s (time-scaled): exit 2 with client_schedule_valid true,
+    a judged run: summary.json written, a MISS verdict, no error line."""
     base = str(overloaded.router_url)
     prep = cli("prepare", "--base", base, "--input-tokens", "8192", "--output-tokens", "128",
                "--seed", "1729", "--out", str(tmp_path / "workload"))  # fmt: skip
@@ -150,6 +151,7 @@ def test_overloaded_fleet_misses_attainment_with_a_valid_schedule(
     proc = cli(*run_args(base, tmp_path / "workload" / "workload.json", out, rate=1 * SCALE,
                          requests=20, ttft=2 / SCALE, tpot=0.0333 / SCALE))  # fmt: skip
     assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert (out / "summary.json").is_file() and "-> MISS" in proc.stdout and proc.stderr == ""
     _, records, summary = read_run(out)
     assert summary["client_schedule_valid"] is True
     assert summary["pass"] is False and summary["good"] < summary["required_good"] == 19

@@ -152,8 +152,10 @@ def test_check_sends_api_key_env_to_engines_without_their_own(
     fleet = tmp_path / "fleet.json"
     fleet.write_bytes(orjson.dumps(doc))
     store = write_profiles(fleet, [256, 1024, 4096], [512, 2048])
+    record = tmp_path / "launch-e0.txt"
+    record.write_text("vllm serve sim/tiny --no-enable-prefix-caching\n")
     args = ("check", "--workload", str(keyed_workload), "--fleet", str(fleet),
-            "--profiles", str(store), "--launch-record", str(tmp_path / "none.txt"))  # fmt: skip
+            "--profiles", str(store), "--launch-record", str(record))  # fmt: skip
     keyless = cli(*args, env={"SIM_ENGINE_KEY": ENGINE_KEY})
     assert keyless.returncode == 2
     engine = keyed.urls["e0"]

@@ -226,8 +226,10 @@ def test_refuses_to_extrapolate(single: tuple[Path, Path]) -> None:
 
 
 def test_cli_text_json_and_errors(cli: Cli, single: tuple[Path, Path], tmp_path: Path) -> None:
-    """The command prints the text summary, or the JSON document (also written with --out);
-    a trial outside the domain is exit 2 with one line naming it, and nothing is written."""
+    """The command prints the text summary, or the JSON document (also written with --out,
+    whatever the verdict); exit 0 when the prediction passes, 2 when it misses the target; a
+    trial outside the domain (a refusal to extrapolate) is exit 1 with one line naming it, and
+    nothing is written."""
     fleet, store = single
     args = [
         "predict", "--fleet", str(fleet), "--profiles", str(store), "--input-tokens", str(L),
@@ -239,7 +241,8 @@ def test_cli_text_json_and_errors(cli: Cli, single: tuple[Path, Path], tmp_path:
     assert "rate 1/s: predicted 200 good (need 190), attainment 1.000" in proc.stdout
     out = tmp_path / "prediction.json"
     proc = cli(*args, "--rate", "2.5", "--find-max-rate", "--json", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 2, proc.stderr  # 2.5 request/s misses: the judged outcome
+    assert proc.stderr == ""
     doc = Prediction.model_validate_json(proc.stdout)
     assert Prediction.model_validate_json(out.read_bytes()) == doc
     assert doc.format == "narwhal.trial.prediction" and doc.format_version == 1
@@ -248,8 +251,15 @@ def test_cli_text_json_and_errors(cli: Cli, single: tuple[Path, Path], tmp_path:
     assert (out.stat().st_mode & 0o777) == 0o600
     bad = tmp_path / "bad.json"
     proc = cli(*args, "--rate", "1", "--input-tokens", "100", "--out", str(bad))
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "prefill domain: input 100 tokens" in proc.stderr
     assert "Traceback" not in proc.stderr and not bad.exists()
     proc = cli(*args)
-    assert proc.returncode == 2 and "give --rate, --find-max-rate, or both" in proc.stderr
+    assert proc.returncode == 1 and "give --rate, --find-max-rate, or both" in proc.stderr
+    found = cli(*args, "--find-max-rate")  # a passing rate found, no --rate to judge: exit 0
+    assert found.returncode == 0, found.stderr
+    assert "highest passing rate: " in found.stdout and "none found" not in found.stdout
+    unreachable = [*args[: args.index("--ttft") + 1], "0.000001", *args[args.index("--ttft") + 2 :]]
+    none = cli(*unreachable, "--find-max-rate")  # no rate meets a 1 µs TTFT: a judged miss
+    assert none.returncode == 2, none.stderr
+    assert "highest passing rate: none found" in none.stdout and none.stderr == ""

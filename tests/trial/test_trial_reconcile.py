@@ -109,3 +109,73 @@ def test_interrupted_records_need_no_journal_entry() -> None:
     result = reconcile(records, journal)
     assert result.ok, result.problems
     assert result.matched == 2 and result.counts["interrupted"] == 3
+
+
+def _timed(rid: str, arrival: float, end: float, status: str = "ok") -> dict[str, Any]:
+    return _entry(rid, status, arrival=arrival, end=end)
+
+
+T0 = 1_800_000_000.0  # journal time (unix seconds)
+
+
+def _timed_run() -> tuple[list[RequestRecord], list[dict[str, Any]]]:
+    """Two offers that reached the router at T0 + 10 and T0 + 12 and ended at T0 + 11.5 and
+    T0 + 14 (the window: T0 + 10 to T0 + 14), the warm-up at T0 + 5."""
+    records = [_record(0), _record(1)]
+    journal = [
+        _timed(f"{RUN}-warmup", T0 + 5, T0 + 6),
+        _timed(f"{RUN}-000000", T0 + 10, T0 + 11.5),
+        _timed(f"{RUN}-000001", T0 + 12, T0 + 14),
+    ]
+    return records, journal
+
+
+@pytest.mark.parametrize(
+    ("arrival", "end"),
+    [(T0 + 11, T0 + 11.2), (T0 + 9, T0 + 10.5), (T0 + 13.9, T0 + 20), (T0 + 1, T0 + 30)],
+    ids=["inside", "ends-inside", "starts-inside", "spans"],
+)
+def test_a_foreign_request_inside_the_window_means_no_reservation(
+    arrival: float, end: float
+) -> None:
+    """A foreign entry overlapping the trial's window (journal time, the run's first arrival to
+    its last end) makes the run unreserved, whatever the records say; the error names how many
+    and when."""
+    records, journal = _timed_run()
+    journal.append(_timed("someone-else-1", arrival, end))
+    result = reconcile(records, journal)
+    assert result.ok and not result.reserved
+    assert result.window == (T0 + 10, T0 + 14)
+    assert result.overlapping == [("someone-else-1", arrival, end)]
+    error = result.reservation_error()
+    assert error is not None
+    assert error.startswith(f"1 foreign journal entry (not of run {RUN}) overlaps the trial's")
+    assert "2027-01-15T08:00:10.000+00:00 to 2027-01-15T08:00:14.000+00:00" in error
+    assert "(someone-else-1): the router was not reserved for the trial" in error
+    assert result.to_dict()["reserved"] is False
+
+
+def test_foreign_requests_outside_the_window_are_only_counted() -> None:
+    """Before the first offer (the warm-up's time included) and after the last stream ended:
+    counted as foreign, and the router counts as reserved."""
+    records, journal = _timed_run()
+    journal += [
+        _timed("prepare-seed", T0 + 1, T0 + 2),
+        _timed("during-warmup", T0 + 5.5, T0 + 9.99),
+        _timed("after", T0 + 14.01, T0 + 15),
+        _entry("no-times"),  # a journal that gives no times is not judged
+    ]
+    result = reconcile(records, journal)
+    assert result.ok and result.reserved and result.reservation_error() is None
+    assert result.foreign_entries == 4 and result.overlapping == []
+
+
+def test_many_foreign_requests_are_named_by_count_and_span() -> None:
+    """Five overlapping foreign entries: the count, the earliest arrival, the latest end and the
+    first three ids."""
+    records, journal = _timed_run()
+    journal += [_timed(f"other-{n}", T0 + 10 + n / 2, T0 + 11 + n) for n in range(5)]
+    error = reconcile(records, journal).reservation_error()
+    assert error is not None and error.startswith("5 foreign journal entries")
+    assert "from 2027-01-15T08:00:10.000+00:00 to 2027-01-15T08:00:15.000+00:00" in error
+    assert "(other-0, other-1, other-2, ...)" in error

@@ -1,20 +1,31 @@
-"""Bad inputs across the three commands (narwhal-profile, the trial's launcher, narwhal-sim), run as
-the real commands: one table, one test per row.
+"""Bad inputs across the four commands (narwhal-profile, the trial's launcher, narwhal-sim,
+narwhal-report), run as the real commands: one table, one test per row.
 
-Every case runs in a folder of its own that holds all its input files. Each asserts the exit code
-(2 usage or bad input, 1 a blocking error), exactly one ``PROG: error: ...`` line on stderr naming
-the problem and nothing on stdout, no traceback, no password echoed, and that nothing in the folder
-was created or changed (each entry's path, mode and bytes, or link target, hashed before and
-after). Cases that need no engine point at a closed loopback port: a command that contacted the
-engine before refusing the input would fail with a different message. The few that need a live
-engine share one simulated fleet. The subprocesses run once per module in a small worker pool;
-each row then checks its own outcome.
+Every case runs in a folder of its own that holds all its input files. Each asserts the exit code,
+exactly one ``PROG: error: ...`` line on stderr naming the problem and nothing on stdout, no
+traceback, no password echoed, and that nothing in the folder was created or changed (each entry's
+path, mode and bytes, or link target, hashed before and after). The codes: narwhal-profile (its
+reference), narwhal-sim and narwhal-report exit 2 for usage or bad input and 1 for a blocking
+error; the trial's launcher exits 1 for all of them, as the runbook's table has it (its 2 means a
+judged run: attainment or scheduling missed, with a summary.json). Cases that need no engine point
+at a closed loopback port: a command that contacted the engine before refusing the input would fail
+with a different message. The few that need a live engine share one simulated fleet. The
+subprocesses run once per module in a small worker pool; each row then checks its own outcome.
+
+Cases marked ``lock`` put a path under ``locked/``, a folder holding valid copies of the inputs,
+mode 000 while the command runs: a folder the user cannot enter or read. Root ignores permission
+bits, so as root the command runs with CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH dropped from its
+capability bounding set (``_UNPRIVILEGED``): still uid 0 and the same interpreter (the venv's
+python lives under /root, which "nobody" cannot reach), but bound by the folder's mode like any
+user. ``test_locked_folder_is_unenterable`` proves it is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -28,6 +39,7 @@ import orjson
 import pytest
 
 from narwhal_sim.testing import start_sim_fleet
+from narwhal_store import Generator, load_fleet, new_documents, write_store
 from narwhal_trial._workload import Sampling, SeedPrompt, Workload, workload_bytes
 
 pytestmark = pytest.mark.slow
@@ -37,7 +49,34 @@ LAUNCHER = ROOT / "tools" / "measurement" / "load_trial.py"
 SECRET = "s3cret-pw"
 CLOSED = "http://127.0.0.1:9"  # nothing listens on the discard port: no engine is contacted
 READ_ONLY = "/proc/1"  # not writable, even for root
-PROGS = {"profile": "narwhal-profile", "trial": "load_trial.py", "sim": "narwhal-sim"}
+PROGS = {
+    "profile": "narwhal-profile",
+    "trial": "load_trial.py",
+    "sim": "narwhal-sim",
+    "report": "narwhal-report",
+}
+LOCKED = "locked"
+COPIED = (
+    "fleet.json",
+    "limits.json",
+    "workload.json",
+    "sim.json",
+    "store.json",
+    "store.samples.json",
+    "launch.txt",
+    "requests.jsonl",
+    "journal.jsonl",
+)
+"""The inputs ``locked/`` holds copies of."""
+_UNPRIVILEGED = """\
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH: what lets root ignore modes
+    if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP: gone after the exec below
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+"""Run argv[1:] without the capabilities that let root ignore permission bits."""
 
 Setup = Callable[[Path, str], None]
 
@@ -53,14 +92,24 @@ class Case:
     needle: str
     setup: Setup | None = None
     engine: bool = False  # "{engine}" in args and files is the shared simulated engine's URL
+    lock: bool = False  # locked/ (copies of the inputs) is mode 000 while the command runs
 
     def command(self, engine: str) -> list[str]:
         args = [a.replace("{engine}", engine) for a in self.args]
-        if self.prog == "profile":
-            return [sys.executable, "-m", "narwhal_profile_cli", *args]
         if self.prog == "trial":
-            return [sys.executable, str(LAUNCHER), *args]
-        return [sys.executable, "-m", "narwhal_sim", *args]
+            argv = [sys.executable, str(LAUNCHER), *args]
+        else:
+            module = {"profile": "narwhal_profile_cli", "sim": "narwhal_sim"}
+            argv = [sys.executable, "-m", module.get(self.prog, "narwhal_report"), *args]
+        return as_a_user(argv) if self.lock else argv
+
+
+def as_a_user(argv: list[str]) -> list[str]:
+    """``argv`` as a process bound by permission bits: as it is for a user, through
+    ``_UNPRIVILEGED`` for root."""
+    if os.geteuid() != 0:
+        return argv
+    return [sys.executable, "-c", _UNPRIVILEGED, *argv]
 
 
 @dataclass
@@ -113,7 +162,9 @@ def _workload(model: str = "m") -> bytes:
 
 
 def write_inputs(folder: Path, engine: str) -> None:
-    """The files every case may use: a valid fleet, limits, workload and sim config."""
+    """The files every case may use: a valid fleet, limits, workload, sim config, profile store
+    (empty, with its sidecar), launch record, request records and journal (both empty); and
+    ``locked/`` holding a copy of each, for the cases that lock it."""
     folder.mkdir(parents=True)
     _json(folder / "fleet.json", _fleet(CLOSED))
     _json(folder / "live-fleet.json", _fleet(engine))
@@ -123,6 +174,21 @@ def write_inputs(folder: Path, engine: str) -> None:
     )
     (folder / "workload.json").write_bytes(_workload())
     _json(folder / "sim.json", {"format": "narwhal.sim", "format_version": 1, "defaults": {}})
+    store, sidecar = new_documents(
+        mode="live",
+        fleet_sha256=load_fleet(folder / "fleet.json").sha256,
+        generator=Generator(name="narwhal-profile", version="0.1.0"),
+        profiles=[],
+        samples=[],
+        created_at="2026-12-01T00:00:00+00:00",
+    )
+    write_store(folder / "store.json", store, sidecar, mode="fresh")
+    (folder / "launch.txt").write_text("vllm serve m --no-enable-prefix-caching\n")
+    (folder / "requests.jsonl").write_bytes(b"")
+    (folder / "journal.jsonl").write_bytes(b"")
+    (folder / LOCKED).mkdir()
+    for name in COPIED:
+        shutil.copy2(folder / name, folder / LOCKED / name)
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -416,8 +482,8 @@ def _trial_cases() -> Iterator[Case]:
         "words": ("not a url", "http:// or https://"),
     }
     for name, (url, needle) in bases.items():
-        yield Case(f"trial-prepare-base-{name}", "trial", prepare(**{"--base": url}), 2, needle)
-        yield Case(f"trial-run-base-{name}", "trial", run(**{"--base": url}), 2, needle)
+        yield Case(f"trial-prepare-base-{name}", "trial", prepare(**{"--base": url}), 1, needle)
+        yield Case(f"trial-run-base-{name}", "trial", run(**{"--base": url}), 1, needle)
     for option, values in {
         "--input-tokens": ("0", "-1", "x"),
         "--output-tokens": ("0", "x"),
@@ -425,10 +491,10 @@ def _trial_cases() -> Iterator[Case]:
     }.items():
         for value in values:
             yield Case(
-                f"trial-prepare{option}-{value}", "trial", prepare(**{option: value}), 2, option
+                f"trial-prepare{option}-{value}", "trial", prepare(**{option: value}), 1, option
             )
-    yield Case("trial-prepare-no-out", "trial", prepare(**{"--out": None}), 2, "--out")  # type: ignore[arg-type]
-    yield Case("trial-prepare-unknown", "trial", (*prepare(), "--bogus"), 2, "--bogus")
+    yield Case("trial-prepare-no-out", "trial", prepare(**{"--out": None}), 1, "--out")  # type: ignore[arg-type]
+    yield Case("trial-prepare-unknown", "trial", (*prepare(), "--bogus"), 1, "--bogus")
     yield Case(
         "trial-prepare-out-not-empty", "trial", prepare(), 1, "not empty", non_empty("w", "x")
     )
@@ -460,16 +526,16 @@ def _trial_cases() -> Iterator[Case]:
     for option, values in run_values.items():
         for value in values:
             needle = "--requests" if value == "1e-9" else option
-            yield Case(f"trial-run{option}-{value}", "trial", run(**{option: value}), 2, needle)
+            yield Case(f"trial-run{option}-{value}", "trial", run(**{option: value}), 1, needle)
     yield Case(
         "trial-run-raw-https",
         "trial",
         (*run(**{"--base": "https://127.0.0.1:9"}), "--transport", "raw"),
-        2,
+        1,
         "--transport raw",
     )
-    yield Case("trial-run-no-workload", "trial", run(**{"--workload": None}), 2, "--workload")  # type: ignore[arg-type]
-    yield Case("trial-run-unknown", "trial", (*run(), "--bogus"), 2, "--bogus")
+    yield Case("trial-run-no-workload", "trial", run(**{"--workload": None}), 1, "--workload")  # type: ignore[arg-type]
+    yield Case("trial-run-unknown", "trial", (*run(), "--bogus"), 1, "--bogus")
     yield Case(
         "trial-run-workload-missing", "trial", run(**{"--workload": "none.json"}), 1, "none.json"
     )
@@ -499,7 +565,7 @@ def _trial_cases() -> Iterator[Case]:
         1,
         "not writable",
     )
-    yield Case("trial-no-command", "trial", ("bogus",), 2, "bogus")
+    yield Case("trial-no-command", "trial", ("bogus",), 1, "bogus")
     yield Case(
         "trial-reconcile-missing",
         "trial",
@@ -659,7 +725,106 @@ def _engine_cases() -> Iterator[Case]:
     )
 
 
-CASES = [*_profile_cases(), *_trial_cases(), *_sim_cases(), *_engine_cases()]
+def _locked_cases() -> Iterator[Case]:
+    """Every path argument under a folder the user cannot enter or read: one line naming the
+    path, exit 1 for the trial (a blocking error), 2 for the others (their bad input)."""
+    L = LOCKED
+    closed_run = ("run", "--base", CLOSED, "--rate", "1", "--requests", "2", "--ttft", "2",
+                  "--tpot", "0.0333", "--attainment", "0.95")  # fmt: skip
+    shape = ("--input-tokens", "64", "--output-tokens", "8", "--requests", "10", "--ttft", "2",
+             "--tpot", "0.0333", "--attainment", "0.95", "--rate", "1")  # fmt: skip
+
+    def check(**over: str) -> tuple[str, ...]:
+        opts = {"--workload": "workload.json", "--fleet": "fleet.json", "--profiles": "store.json"}
+        return ("check", *(x for k, v in (opts | over).items() for x in (k, v)))
+
+    def predict(**over: str) -> tuple[str, ...]:
+        opts = {"--fleet": "fleet.json", "--profiles": "store.json"}
+        return ("predict", *(x for k, v in (opts | over).items() for x in (k, v)), *shape)
+
+    trial: dict[str, tuple[tuple[str, ...], str]] = {
+        "prepare-out": (("prepare", "--base", CLOSED, "--input-tokens", "64", "--output-tokens",
+                         "8", "--seed", "1", "--out", f"{L}/w"), f"--out {L}/w"),
+        "run-out": ((*closed_run, "--workload", "workload.json", "--out", f"{L}/run"),
+                    f"--out {L}/run"),
+        "run-workload": ((*closed_run, "--workload", f"{L}/workload.json", "--out", "run"),
+                         f"{L}/workload.json"),
+        "run-launch-record": ((*closed_run, "--workload", "workload.json", "--out", "run",
+                               "--launch-record", f"{L}/launch.txt"), f"{L}/launch.txt"),
+        "check-workload": (check(**{"--workload": f"{L}/workload.json"}), f"{L}/workload.json"),
+        "check-fleet": (check(**{"--fleet": f"{L}/fleet.json"}), f"{L}/fleet.json"),
+        "check-profiles": (check(**{"--profiles": f"{L}/store.json"}), f"{L}/store.json"),
+        "check-launch-record": ((*check(), "--launch-record", f"{L}/launch.txt"),
+                                f"{L}/launch.txt"),
+        "reconcile-requests": (("reconcile", "--requests", f"{L}/requests.jsonl", "--journal",
+                                "journal.jsonl"), f"{L}/requests.jsonl"),
+        "reconcile-journal": (("reconcile", "--requests", "requests.jsonl", "--journal",
+                               f"{L}/journal.jsonl"), f"{L}/journal.jsonl"),
+        "predict-fleet": (predict(**{"--fleet": f"{L}/fleet.json"}), f"{L}/fleet.json"),
+        "predict-profiles": (predict(**{"--profiles": f"{L}/store.json"}), f"{L}/store.json"),
+        "predict-limits": ((*predict(), "--limits", f"{L}/limits.json"), f"{L}/limits.json"),
+        "predict-out": ((*predict(), "--out", f"{L}/p.json"), f"--out {L}/p.json"),
+    }  # fmt: skip
+    for name, (args, needle) in trial.items():
+        yield Case(f"trial-locked-{name}", "trial", args, 1, needle, lock=True)
+    fleet = ("--fleet", "fleet.json")
+    profile: dict[str, tuple[tuple[str, ...], str, Setup | None]] = {
+        "fleet": (("--fleet", f"{L}/fleet.json"), f"{L}/fleet.json", None),
+        "limits": ((*fleet, "--limits", f"{L}/limits.json"), f"{L}/limits.json", None),
+        "store": (("--fleet", "bad.json"), f"{L}/profiles",
+                  bad_fleet(profiles={"path": f"{L}/profiles/store.json"})),
+        "refit-samples": ((*fleet, "--refit-samples", f"{L}/store.samples.json", "--out",
+                           "o.json"), f"{L}/store.samples.json", None),
+        "refit-out": ((*fleet, "--refit-samples", "store.samples.json", "--out",
+                       f"{L}/sub/o.json"), f"{L}/sub", None),
+        "merge": ((*fleet, "--merge", f"{L}/store.json", "--merge", "store.json", "--out",
+                   "o.json"), f"{L}/store.json", None),
+    }  # fmt: skip
+    for name, (args, needle, setup) in profile.items():
+        yield Case(f"profile-locked-{name}", "profile", args, 2, needle, setup, lock=True)
+    report: dict[str, tuple[tuple[str, ...], str]] = {
+        "store": ((f"{L}/store.json", "--out", "r.html"), f"{L}/store.json"),
+        "out": (("store.json", "--out", f"{L}/r.html"), f"--out {L}/r.html"),
+        "fleet": (("store.json", "--out", "r.html", "--fleet", f"{L}/fleet.json"),
+                  f"--fleet {L}/fleet.json"),
+    }  # fmt: skip
+    for name, (args, needle) in report.items():
+        yield Case(f"report-locked-{name}", "report", args, 2, needle, lock=True)
+    router = ("--router", "127.0.0.1:9")
+    sim: dict[str, tuple[tuple[str, ...], str]] = {
+        "fleet": (("up", "--fleet", f"{L}/fleet.json"), f"{L}/fleet.json"),
+        "sim-config": (("up", "--fleet", "fleet.json", "--sim-config", f"{L}/sim.json"),
+                       f"{L}/sim.json"),
+        "journal": (("up", "--fleet", "fleet.json", *router, "--journal",
+                     f"{L}/journal.jsonl"), f"--journal {L}/journal.jsonl"),
+        "ready-file": (("up", "--fleet", "fleet.json", "--ready-file", f"{L}/ready.json"),
+                       f"--ready-file {L}/ready.json"),
+    }  # fmt: skip
+    for name, (args, needle) in sim.items():
+        yield Case(f"sim-locked-{name}", "sim", args, 2, needle, lock=True)
+
+
+CASES = [
+    *_profile_cases(),
+    *_trial_cases(),
+    *_sim_cases(),
+    *_engine_cases(),
+    *_locked_cases(),
+]
+
+
+@contextlib.contextmanager
+def locked(folder: Path, lock: bool) -> Iterator[None]:
+    """``folder`` at mode 000 for the duration (when ``lock``), its mode restored after."""
+    if not lock:
+        yield
+        return
+    mode = stat.S_IMODE(folder.stat().st_mode)
+    folder.chmod(0)
+    try:
+        yield
+    finally:
+        folder.chmod(mode)
 
 
 def _run_case(case: Case, folder: Path, engine: str) -> Outcome:
@@ -668,16 +833,17 @@ def _run_case(case: Case, folder: Path, engine: str) -> Outcome:
         case.setup(folder, engine)
     before = snapshot(folder)
     try:
-        done = subprocess.run(
-            case.command(engine),
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, "NARWHAL_TRIAL_URL": "", "PYTHONDONTWRITEBYTECODE": "1"},
-            check=False,
-        )
+        with locked(folder / LOCKED, case.lock):
+            done = subprocess.run(
+                case.command(engine),
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "NARWHAL_TRIAL_URL": "", "PYTHONDONTWRITEBYTECODE": "1"},
+                check=False,
+            )
     except subprocess.TimeoutExpired as exc:  # that case fails, the others still report
         return Outcome(-1, "", f"timed out: {exc}", before, snapshot(folder))
     return Outcome(done.returncode, done.stdout, done.stderr, before, snapshot(folder))
@@ -700,10 +866,39 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Out
 
 
 def test_the_table_is_large_and_its_ids_unique() -> None:
-    """At least 150 cases over the three commands, each id once."""
+    """At least 150 cases over the four commands, each id once; the trial never exits 2 for a bad
+    input (the runbook's 2 is a judged run); every command has paths under a locked folder."""
     assert len(CASES) >= 150
     assert len({c.id for c in CASES}) == len(CASES)
     assert {c.prog for c in CASES} == set(PROGS)
+    assert {c.code for c in CASES if c.prog == "trial"} == {1}
+    assert {c.prog for c in CASES if c.lock} == set(PROGS)
+
+
+def test_locked_folder_is_unenterable(tmp_path: Path) -> None:
+    """What the ``lock`` cases rely on: through ``as_a_user`` (root too) the locked folder can be
+    neither listed nor entered, and the folder beside it can."""
+    write_inputs(tmp_path / "case", CLOSED)
+    probe = (
+        "import os, sys\n"
+        "print(sorted(os.listdir('.'))[:1])\n"
+        "for how in (os.listdir, lambda p: os.stat(p + '/fleet.json')):\n"
+        "    try:\n"
+        "        how(sys.argv[1])\n"
+        "    except PermissionError:\n"
+        "        print('refused')\n"
+    )
+    with locked(tmp_path / "case" / LOCKED, True):
+        done = subprocess.run(
+            as_a_user([sys.executable, "-c", probe, LOCKED]),
+            cwd=tmp_path / "case",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["['fleet.json']", "refused", "refused"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

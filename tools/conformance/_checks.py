@@ -275,7 +275,7 @@ class RefusalChecks:
             env=suite.env,
         )
         suite.extra_done.append(done)
-        assert done.returncode in (1, 2), done.brief()
+        assert done.returncode == 1, done.brief()  # a blocking error: prepare judges nothing
         assert "4090 input + 16 output tokens exceed the live max_model_len 4096" in done.stderr
         assert not out.exists()
         assert self._sent(suite) == sent, "prepare sent a completion"

@@ -60,19 +60,32 @@ def store_beside(samples: Path) -> Path:
             code="refit_input",
         )
     store = samples.with_name(samples.name[: -len(SAMPLES_SUFFIX)] + ".json")
-    if not samples.is_file() and store.is_file():
-        _finish(store, what=f"--refit-samples {samples}", code="refit_input")
-    if not samples.is_file():
+    what = f"--refit-samples {samples}"
+    if not _is_file(samples, what, "refit_input") and _is_file(store, what, "refit_input"):
+        _finish(store, what=what, code="refit_input")
+    if not _is_file(samples, what, "refit_input"):
         raise ProfileUsageError(
             f"--refit-samples {samples}: no such sidecar file", code="refit_input"
         )
-    if not store.is_file():
+    if not _is_file(store, what, "refit_input"):
         raise ProfileUsageError(
             f"--refit-samples {samples}: the store {store} beside it is missing; it records the "
             "bindings and samples digests that prove the samples intact",
             code="refit_input",
         )
     return store
+
+
+def _is_file(path: Path, what: str, code: str) -> bool:
+    """``path.is_file()``; a path that cannot be looked at (a folder on its way that cannot be
+    entered) is a usage error naming it, not a traceback."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        hint = ": a folder on its way cannot be entered" if isinstance(exc, PermissionError) else ""
+        raise ProfileUsageError(
+            f"{what}: cannot look at {path} ({exc.strerror or exc}{hint})", code=code
+        ) from exc
 
 
 def _finish(store_path: Path, *, what: str, code: str) -> None:
@@ -93,10 +106,10 @@ def verified_input(store_path: Path, *, what: str, code: str) -> LoadedStore:
     the store's record.
     """
     side = sidecar_path(store_path)
-    if not store_path.is_file():
+    if not _is_file(store_path, what, code):
         raise ProfileUsageError(f"{what}: no such store file", code=code)
     _finish(store_path, what=what, code=code)
-    if not side.is_file():
+    if not _is_file(side, what, code):
         raise ProfileUsageError(f"{what}: its sidecar {side} is missing", code=code)
     try:
         loaded = read_store(store_path, verify=False)

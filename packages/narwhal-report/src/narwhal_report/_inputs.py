@@ -4,6 +4,7 @@ through narwhal-store and narwhal-trial; the fleet file each store was profiled 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,26 +26,54 @@ class Inputs:
     fleets: dict[Path, Path | str] = field(default_factory=dict)
 
 
+def _lstat(path: Path, what: str) -> os.stat_result | None:
+    """``path.lstat()``, None when nothing is there; a path that cannot be looked at (a folder on
+    its way that cannot be entered) is a ReportUsageError naming it (``what``: how it was given)."""
+    try:
+        return path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        hint = ": a folder on its way cannot be entered" if isinstance(exc, PermissionError) else ""
+        raise ReportUsageError(
+            f"{what}{path}: cannot look there ({exc.strerror or exc}{hint})"
+        ) from exc
+
+
+def _is_file(path: Path, what: str) -> bool:
+    """``path.is_file()`` (following a symlink), refusing a path that cannot be looked at."""
+    if _lstat(path, what) is None:
+        return False
+    try:
+        return path.is_file()
+    except OSError as exc:
+        raise ReportUsageError(f"{what}{path}: cannot look there ({exc.strerror or exc})") from exc
+
+
 def read_inputs(paths: Sequence[Path], fleet: Path | None = None) -> Inputs:
-    """Read every path; ``ReportUsageError`` names the first that is missing or neither a store
-    nor a run folder (or is one that cannot be read)."""
+    """Read every path; ``ReportUsageError`` names the first that is missing, cannot be looked at,
+    or is neither a store nor a run folder (or is one that cannot be read)."""
     if not paths:
         raise ReportUsageError("give at least one profile store or trial run folder")
     found = Inputs()
     seen: set[Path] = set()
     for path in paths:
-        if not path.exists() and not path.is_symlink():
+        if _lstat(path, "") is None:
             raise ReportUsageError(f"{path}: no such file or folder")
         key = path.resolve()
         if key in seen:
             continue
         seen.add(key)
-        if is_run_folder(path):
+        try:
+            run_folder = is_run_folder(path)
+        except OSError as exc:
+            raise ReportUsageError(f"{path}: cannot look in it ({exc.strerror or exc})") from exc
+        if run_folder:
             try:
                 found.runs.append(read_run(path))
             except ReadError as exc:
                 raise ReportUsageError(f"{path}: not a readable trial run: {exc}") from exc
-        elif path.is_file():
+        elif _is_file(path, ""):
             try:
                 found.stores.append(read_store(path))
             except StoreError as exc:
@@ -53,7 +82,7 @@ def read_inputs(paths: Sequence[Path], fleet: Path | None = None) -> Inputs:
             raise ReportUsageError(
                 f"{path}: neither a profile store nor a trial run folder (no manifest.json)"
             )
-    if fleet is not None and not fleet.is_file():
+    if fleet is not None and not _is_file(fleet, "--fleet "):
         raise ReportUsageError(f"--fleet {fleet}: no such file")
     for loaded in found.stores:
         found.fleets[loaded.path] = fleet_of(loaded, fleet)
@@ -70,7 +99,10 @@ def fleet_of(loaded: LoadedStore, given: Path | None) -> Path | str:
         else [d / name for d in (folder, folder.parent) for name in FLEET_NAMES]
     )
     for candidate in candidates:
-        if not candidate.is_file():
+        try:
+            if not candidate.is_file():
+                continue
+        except OSError:  # a folder that cannot be entered holds no fleet file we could read
             continue
         try:
             sha = load_fleet(candidate).sha256
@@ -87,12 +119,25 @@ def fleet_of(loaded: LoadedStore, given: Path | None) -> Path | str:
 
 def check_out(out: Path) -> None:
     """Refuse an --out that cannot be written, before anything is drawn."""
-    if out.is_symlink():
+    info = _lstat(out, "--out ")
+    if info is not None and stat.S_ISLNK(info.st_mode):
         raise ReportUsageError(f"--out {out}: it is a symlink; refusing to write through it")
-    if out.exists() and not out.is_file():
+    if info is not None and not stat.S_ISREG(info.st_mode):
         raise ReportUsageError(f"--out {out}: it exists and is not a regular file")
     folder = out.parent
-    if not folder.is_dir():
+    if not stat.S_ISDIR(_folder_mode(folder, out)):
         raise ReportUsageError(f"--out {out}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ReportUsageError(f"--out {out}: folder {folder} is not writable")
+
+
+def _folder_mode(folder: Path, out: Path) -> int:
+    """The mode of ``--out``'s folder (a symlink to a folder will do); 0 when there is none."""
+    try:
+        return folder.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    except OSError as exc:
+        raise ReportUsageError(
+            f"--out {out}: cannot look at folder {folder} ({exc.strerror or exc})"
+        ) from exc

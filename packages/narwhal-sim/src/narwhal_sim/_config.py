@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,24 +125,53 @@ def load_json(path: Path, what: str) -> Any:
 
 
 def check_journal(path: Path) -> Path:
-    """Refuse (SimConfigError) a journal path that cannot be appended to: a folder, a symlink, or
-    one whose nearest existing parent is not a writable folder. Nothing is created."""
-    if path.is_symlink():
-        raise SimConfigError(f"--journal {path}: it is a symlink")
-    if path.exists():
-        if not path.is_file():
-            raise SimConfigError(f"--journal {path}: it exists and is not a regular file")
-        if not os.access(path, os.W_OK):
-            raise SimConfigError(f"--journal {path}: it is not writable")
+    """Refuse (SimConfigError) a journal path that cannot be appended to: a folder, a symlink, one
+    that cannot be looked at (a folder on its way that cannot be entered), or one whose nearest
+    existing parent is not a writable folder. Nothing is created."""
+    return check_file_destination(path, "--journal", append=True)
+
+
+def check_file_destination(path: Path, flag: str, *, append: bool = False) -> Path:
+    """Refuse (SimConfigError naming ``flag`` and ``path``) a file the simulator is to write that
+    is a symlink or not a regular file, cannot be looked at, or cannot be created (its nearest
+    existing parent is not a writable folder); one that exists must be writable (``append``) or
+    sit in a writable folder (replaced atomically). Nothing is created."""
+    info = _lstat(path, flag)
+    if info is not None:
+        if stat.S_ISLNK(info.st_mode):
+            raise SimConfigError(f"{flag} {path}: it is a symlink")
+        if not stat.S_ISREG(info.st_mode):
+            raise SimConfigError(f"{flag} {path}: it exists and is not a regular file")
+        if append and not os.access(path, os.W_OK):
+            raise SimConfigError(f"{flag} {path}: it is not writable")
+        if not append and not os.access(path.parent, os.W_OK | os.X_OK):
+            raise SimConfigError(f"{flag} {path}: its folder {path.parent} is not writable")
         return path
     parent = path.parent
-    while not parent.exists() and not parent.is_symlink() and parent != parent.parent:
+    while (found := _lstat(parent, flag, path)) is None and parent != parent.parent:
         parent = parent.parent
-    if not parent.is_dir():
-        raise SimConfigError(f"--journal {path}: {parent} is not a folder")
+    if found is not None and stat.S_ISLNK(found.st_mode):
+        with contextlib.suppress(OSError):  # a symlink to a folder will do; dangling: not one
+            found = parent.stat()
+    if found is None or not stat.S_ISDIR(found.st_mode):
+        raise SimConfigError(f"{flag} {path}: {parent} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise SimConfigError(f"--journal {path}: cannot create it in {parent} (not writable)")
+        raise SimConfigError(f"{flag} {path}: cannot create it in {parent} (not writable)")
     return path
+
+
+def _lstat(path: Path, flag: str, given: Path | None = None) -> os.stat_result | None:
+    """``path.lstat()``, None when nothing is there; any other failure (a folder on the way that
+    cannot be entered) is a SimConfigError naming the path ``given`` as ``flag``."""
+    try:
+        return path.lstat()
+    except (FileNotFoundError, NotADirectoryError):  # under a file: its parents tell
+        return None
+    except OSError as exc:
+        hint = ": a folder on its way cannot be entered" if isinstance(exc, PermissionError) else ""
+        raise SimConfigError(
+            f"{flag} {given or path}: cannot look there ({exc.strerror or exc}{hint})"
+        ) from exc
 
 
 def split_hostport(text: str, what: str) -> tuple[str, int]:

@@ -157,7 +157,15 @@ def ready_document(runtime: SimFleetRuntime) -> dict[str, Any]:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, rename); a
+    failure is a SimStartError naming the file (``up`` checked the place before listening)."""
+    try:
+        _write_atomic(path, data)
+    except OSError as exc:
+        raise SimStartError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
     if path.is_symlink():
         raise SimStartError(f"refusing to write through a symlink: {path}")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

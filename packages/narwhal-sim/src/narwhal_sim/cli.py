@@ -14,7 +14,14 @@ import typer
 from narwhal_store import StoreError, load_fleet
 
 from ._auth import env_key
-from ._config import check_journal, is_loopback, load_json, resolve_engines, split_hostport
+from ._config import (
+    check_file_destination,
+    check_journal,
+    is_loopback,
+    load_json,
+    resolve_engines,
+    split_hostport,
+)
 from ._errors import SimError
 from ._fleet import RouterSettings, serve
 from ._presets import DEFAULT_PRESET, get_preset, presets
@@ -172,6 +179,8 @@ def up(
             )
         elif journal is not None or router_api_key_env is not None or router_omit:
             raise _fail("--journal, --router-api-key-env and --router-omit need --router")
+        if ready_file is not None:
+            check_file_destination(ready_file, "--ready-file")
         unknown = ", ".join(sorted(set(router_omit or ()) - set(ROUTER_OMITS)))
         if unknown:
             raise _fail(f"--router-omit: unknown {unknown} (use {', '.join(ROUTER_OMITS)})")

@@ -24,7 +24,7 @@ _REFUSED = (401, 403)
 
 
 def refuse_credentials(base: str) -> None:
-    """TrialUsageError (exit 2) when ``--base`` carries user info (``user:password@``), a query
+    """TrialUsageError (exit 1) when ``--base`` carries user info (``user:password@``), a query
     (where tokens travel) or a fragment; the URL is not echoed, as the fleet loader does."""
     parts = urlsplit(base)
     if "@" in parts.netloc or parts.query or parts.fragment:
@@ -50,7 +50,7 @@ class ApiKeyEnv:
     def choose(cls, name: str | None, environ: Mapping[str, str] | None = None) -> ApiKeyEnv:
         """``--api-key-env NAME`` (None: the default variable, optional). A NAME given that is
         unset or empty, or that is not a variable name at all (a key pasted by mistake, never
-        echoed), is a TrialUsageError (exit 2)."""
+        echoed), is a TrialUsageError (exit 1)."""
         env = os.environ if environ is None else environ
         if name is None:
             return cls(DEFAULT_API_KEY_ENV, False, bool(env.get(DEFAULT_API_KEY_ENV)))

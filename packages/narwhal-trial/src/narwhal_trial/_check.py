@@ -12,14 +12,14 @@
    worst-point relative error (the bounds the profiler warns at); its figures are shown.
 3. Prefix caching is off on each engine according to its own ``vllm:cache_config_info``
    (``enable_prefix_caching``), and in each launch record given as a file (the ``vllm serve``
-   command line must hold ``--no-enable-prefix-caching`` and no later ``--enable-prefix-caching``).
-   The runbook has the operator retain launch records, so giving none is a failing item.
+   command line must hold ``--no-enable-prefix-caching`` and no later ``--enable-prefix-caching``;
+   ``_launch``). The runbook has the operator retain launch records, so giving none is a failing
+   item; one that cannot be read is a blocking error (ReadError), as an unreadable fleet is.
 """
 
 from __future__ import annotations
 
 import asyncio
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,13 +42,11 @@ from narwhal_store import (
 )
 from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._errors import TrialError, TrialUsageError
-from narwhal_trial._files import read_regular
+from narwhal_trial._launch import LaunchRecord, prefix_caching_off, read_launch_records
 from narwhal_trial._prepare import live_max_model_len
 from narwhal_trial._workload import Workload, load_workload
 
 _FALSE = {"false", "0", "no", "off"}
-_OFF_FLAG = "--no-enable-prefix-caching"
-_ON_FLAG = "--enable-prefix-caching"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,28 +59,15 @@ class CheckItem:
     detail: str
 
 
-def launch_record_item(path: Path) -> CheckItem:
+def launch_record_item(record: LaunchRecord) -> CheckItem:
     """A launch record passes when its command line turns prefix caching off (last flag wins)."""
-    what = "launch record: prefix caching off"
-    try:
-        text = read_regular(path).decode("utf-8", "replace")
-    except OSError as exc:
-        return CheckItem(str(path), what, False, f"cannot read: {exc.strerror or exc}")
-    try:
-        words = shlex.split(text, comments=True)
-    except ValueError as exc:
-        return CheckItem(str(path), what, False, f"not a command line: {exc}")
-    flags = [w.split("=", 1)[0] for w in words if w.split("=", 1)[0] in (_OFF_FLAG, _ON_FLAG)]
-    if not flags:
-        return CheckItem(str(path), what, False, f"no {_OFF_FLAG} in the command line")
-    if flags[-1] != _OFF_FLAG:
-        return CheckItem(str(path), what, False, f"{_ON_FLAG} comes after {_OFF_FLAG}")
-    return CheckItem(str(path), what, True, _OFF_FLAG)
+    ok, detail = prefix_caching_off(record)
+    return CheckItem(str(record.path), "launch record: prefix caching off", ok, detail)
 
 
-def launch_record_items(paths: Sequence[Path]) -> list[CheckItem]:
+def launch_record_items(records: Sequence[LaunchRecord]) -> list[CheckItem]:
     """One item per launch record; a single failing item when none was given."""
-    if not paths:
+    if not records:
         return [
             CheckItem(
                 "launch records",
@@ -91,7 +76,7 @@ def launch_record_items(paths: Sequence[Path]) -> list[CheckItem]:
                 "none given: pass each engine's `vllm serve` command file with --launch-record",
             )
         ]
-    return [launch_record_item(path) for path in paths]
+    return [launch_record_item(record) for record in records]
 
 
 def profile_items(iid: str, role: str, profile: Profile, workload: Workload) -> list[CheckItem]:
@@ -221,7 +206,9 @@ def run_checks(
     keys: ApiKeyEnv | None = None,
     max_model_len: int | None = None,
 ) -> list[CheckItem]:
-    """Every pre-trial check; raises TrialUsageError when an input file cannot be used at all.
+    """Every pre-trial check. Raises (before any engine is contacted) WorkloadError, ReadError (a
+    launch record) or TrialUsageError (the fleet or the store, an unknown ``--engine``) when an
+    input cannot be used at all: those are blocking errors, not failed checks.
 
     ``keys``: the key for engines whose fleet entry names no ``api_key_env`` (default: the
     ``NARWHAL_API_KEY`` variable when set); ``max_model_len``: ``--max-model-len``.
@@ -233,6 +220,7 @@ def run_checks(
         store = read_store(store_path)
     except StoreError as exc:
         raise TrialUsageError(str(exc)) from exc
+    records = read_launch_records(launch_records)
     known = [e.iid for e in fleet.config.engines]
     unknown = [iid for iid in engines if iid not in known]
     if unknown:
@@ -256,5 +244,5 @@ def run_checks(
 
     for engine_items in asyncio.run(live()):
         items.extend(engine_items)
-    items.extend(launch_record_items(launch_records))
+    items.extend(launch_record_items(records))
     return items

@@ -10,10 +10,10 @@ import orjson
 
 from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._check import run_checks
-from narwhal_trial._errors import TrialError, TrialUsageError
-from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
+from narwhal_trial._errors import TrialError
+from narwhal_trial._files import atomic_write, check_fresh_dir, check_fresh_file, make_private_dir
 from narwhal_trial._predict import PredictRequest, predict
-from narwhal_trial._prediction import render_text
+from narwhal_trial._prediction import Prediction, render_text
 from narwhal_trial._prepare import build_workload
 from narwhal_trial._reconcile import read_journal, read_requests, reconcile
 from narwhal_trial._records import Summary
@@ -116,7 +116,8 @@ def check_command(
     api_key_env: str | None = None,
     max_model_len: int | None = None,
 ) -> tuple[int, str]:
-    """Run every pre-trial check: exit 0 when all pass, else 2; the text lists every item."""
+    """Run every pre-trial check: exit 0 when all pass, else 2 (the judged outcome); the text lists
+    every item. Raises TrialError (exit 1) when an input cannot be used at all."""
     items = run_checks(
         workload_path=workload,
         fleet_path=fleet,
@@ -135,27 +136,48 @@ def check_command(
     return (2 if failed else 0), "\n".join(lines)
 
 
-def reconcile_command(*, requests: Path, journal: Path, as_json: bool) -> tuple[int, str]:
-    """Reconcile a run's records with the router journal: exit 0 when all match, else 2."""
+def reconcile_command(
+    *, requests: Path, journal: Path, as_json: bool
+) -> tuple[int, str, str | None]:
+    """Reconcile a run's records with the router journal; returns the exit code, the report and
+    the one-line blocking error, if any.
+
+    Exit 0 when every record reconciles, 2 when one does not (the judged outcome), 1 when a
+    foreign request overlaps the trial's window (the router was not reserved: a blocking error,
+    whatever the records say; the report is printed all the same). Raises TrialError (exit 1)
+    when a file cannot be read.
+    """
     result = reconcile(read_requests(requests), read_journal(journal))
-    code = 0 if result.ok else 2
+    error = result.reservation_error()
+    code = 1 if error is not None else 0 if result.ok else 2
     if as_json:
-        return code, orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode()
+        return code, orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode(), error
+    window = (
+        "no times for the run's journal entries: the router's reservation cannot be checked"
+        if result.window is None
+        else f"{len(result.overlapping)} foreign inside the trial's window"
+    )
     lines = [
         f"run {result.run_id}: {result.client_records} client records, {result.matched} matched, "
         f"{result.schedule_misses} schedule misses (absent from the journal as they must be), "
-        f"{result.warmup_entries} warm-up, {result.foreign_entries} foreign journal entries",
+        f"{result.warmup_entries} warm-up, {result.foreign_entries} foreign journal entries "
+        f"({window})",
         *(f"problem: {p}" for p in result.problems),
         "reconciled" if result.ok else f"NOT reconciled: {len(result.problems)} problem(s)",
     ]
-    return code, "\n".join(lines)
+    return code, "\n".join(lines), error
 
 
-def predict_command(req: PredictRequest, *, as_json: bool, out: Path | None) -> str:
-    """Predict the trial; returns the text (or the JSON document) to print. Writes ``out`` (a
-    fresh path) with the JSON document when given. Raises TrialError."""
-    if out is not None and (out.exists() or out.is_symlink()):
-        raise TrialUsageError(f"refusing --out {out}: it already exists")
+def predict_command(req: PredictRequest, *, as_json: bool, out: Path | None) -> tuple[int, str]:
+    """Predict the trial; returns the exit code and the text (or the JSON document) to print.
+    Writes ``out`` (a fresh path) with the JSON document when given, whatever the verdict.
+
+    Exit 0 when the prediction passes (``--find-max-rate`` alone: a passing rate was found), 2 when
+    it misses the target (the judged outcome). Raises TrialError (exit 1) for unusable inputs and
+    OutsideDomainError (exit 1) when the prediction would extrapolate beyond the profiles.
+    """
+    if out is not None:
+        check_fresh_file(out, flag="--out")
     doc = predict(req)
     data = orjson.dumps(doc.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
     if out is not None:
@@ -163,4 +185,14 @@ def predict_command(req: PredictRequest, *, as_json: bool, out: Path | None) -> 
             atomic_write(out, data + b"\n")
         except OSError as exc:
             raise TrialError(f"cannot write {out}: {exc}") from exc
-    return data.decode() if as_json else render_text(doc)
+    return prediction_exit_code(doc), (data.decode() if as_json else render_text(doc))
+
+
+def prediction_exit_code(doc: Prediction) -> int:
+    """2 when the prediction misses the target: the trial at ``--rate`` is predicted to miss, or
+    (``--find-max-rate`` alone) no rate is predicted to pass; else 0."""
+    if doc.prediction is not None:
+        return 0 if doc.prediction.passed else 2
+    if doc.search is not None and doc.search.max_rate is None:
+        return 2
+    return 0

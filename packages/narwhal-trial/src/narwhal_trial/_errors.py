@@ -1,12 +1,21 @@
 """The exceptions of narwhal_trial; each carries the exit code the command layer turns it into.
 
-TrialError            root; exit 1 (a blocking error, runbook table)
-├── TrialUsageError   exit 2: bad option values (as the command line's own usage errors)
-├── DestinationError  exit 1: an ``--out`` that is a symlink, a file, or already holds anything
-├── WorkloadError     exit 1: an unreadable or invalid workload, or one the engine cannot serve
-├── DrainError        exit 1: no drain gauge on the metrics page, or no drain in time
-├── PrepareError      exit 1: the engine did not give the seed completion's token ids
-└── ReadError         exit 1: an unreadable run record, journal or launch record
+Every error exits 1, "the helper reported a blocking error" in the runbook's table. Exit 2 is never
+an error: it is a judged outcome the commands return (``run``: attainment or client scheduling
+missed, with ``summary.json`` written; ``check``: a check failed; ``reconcile``: a record does not
+reconcile; ``predict``: the prediction misses the target).
+
+TrialError              root; exit 1 (a blocking error, runbook table)
+├── TrialUsageError     bad option values, a bad ``--base``, an unset ``--api-key-env`` variable,
+│   │                   unusable fleet, store or limits files (as the command line's own usage
+│   │                   errors, which exit 1 too)
+│   └── OutsideDomainError (``_predict``) predict refuses to extrapolate beyond the profiles
+├── DestinationError    an ``--out`` that is a symlink, a file, already holds anything, or lies
+│                       where it cannot be created (an unwritable or unenterable folder)
+├── WorkloadError       an unreadable or invalid workload, or one the engine cannot serve
+├── DrainError          no drain gauge on the metrics page, or no drain in time
+├── PrepareError        the engine did not give the seed completion's token ids
+└── ReadError           an unreadable run record, journal or launch record
 """
 
 from __future__ import annotations
@@ -23,13 +32,16 @@ class TrialError(Exception):
 
 
 class TrialUsageError(TrialError):
-    """Invalid usage: bad option values (exit 2, like the command line's own usage errors)."""
+    """Invalid usage: bad option values or unusable input files (exit 1, as the command line's own
+    usage errors).
 
-    exit_code = 2
+    Not exit 2: the runbook sends an operator who sees 2 to ``summary.json``, which a run refused
+    before it started never wrote.
+    """
 
 
 class DestinationError(TrialError):
-    """An ``--out`` refused: a symlink, not a folder, or not empty (exit 1, a blocking error).
+    """An ``--out`` refused: a symlink, not a folder, not empty, or not creatable (exit 1).
 
     Not exit 2: the runbook sends an operator who sees 2 to the ``summary.json`` in ``--out``,
     which for a refused folder is an earlier run's verdict, not this one's.

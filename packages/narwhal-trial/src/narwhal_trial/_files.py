@@ -28,35 +28,85 @@ def read_regular(path: Path) -> bytes:
         os.close(fd)
 
 
-def check_fresh_dir(path: Path, *, holds: tuple[str, ...]) -> bool:
-    """Refuse (DestinationError) a destination that is a symlink, not a folder, or not empty.
+def lstat_or_none(path: Path) -> os.stat_result | None:
+    """``path.lstat()``, None when nothing is there (also under a file: its parents tell); any
+    other failure (a folder on the way that cannot be entered, a name too long) is the
+    ``OSError`` as raised."""
+    try:
+        return path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _reach(path: Path, flag: str) -> os.stat_result | None:
+    """``lstat_or_none`` for a destination: a failure is a DestinationError naming the path."""
+    try:
+        return lstat_or_none(path)
+    except PermissionError as exc:
+        raise DestinationError(
+            f"refusing {flag} {path}: cannot look there ({exc.strerror}: a folder on its way "
+            "cannot be entered)"
+        ) from exc
+    except OSError as exc:
+        raise DestinationError(
+            f"refusing {flag} {path}: cannot look there ({exc.strerror or exc})"
+        ) from exc
+
+
+def _creatable_in(path: Path, flag: str) -> None:
+    """Refuse (DestinationError) a ``path`` that does not exist yet when its nearest existing
+    ancestor is not a folder (a symlink to one will do), or not one this user may create entries
+    in."""
+    ancestor = path.parent
+    while (info := _reach(ancestor, flag)) is None and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        with contextlib.suppress(OSError):  # dangling or unreachable: not a folder
+            info = ancestor.stat()
+    if info is None or not stat.S_ISDIR(info.st_mode):
+        raise DestinationError(f"refusing {flag} {path}: {ancestor} is not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise DestinationError(
+            f"refusing {flag} {path}: cannot create it in {ancestor} (not writable)"
+        )
+
+
+def check_fresh_dir(path: Path, *, holds: tuple[str, ...], flag: str = "--out") -> bool:
+    """Refuse (DestinationError) a destination that is a symlink, not a folder, not empty, or
+    that cannot be reached or created (a folder on its way that cannot be entered or written).
 
     Returns True when an empty folder is already there. ``holds`` names the files a finished result
     would have, for the message. Nothing is changed.
     """
-    if path.is_symlink():
-        raise DestinationError(f"refusing --out {path}: it is a symlink")
-    if path.exists():
-        if not path.is_dir():
-            raise DestinationError(f"refusing --out {path}: it exists and is not a folder")
+    info = _reach(path, flag)
+    if info is None:
+        _creatable_in(path, flag)
+        return False
+    if stat.S_ISLNK(info.st_mode):
+        raise DestinationError(f"refusing {flag} {path}: it is a symlink")
+    if not stat.S_ISDIR(info.st_mode):
+        raise DestinationError(f"refusing {flag} {path}: it exists and is not a folder")
+    try:
         present = sorted(p.name for p in path.iterdir())
-        if present:
-            found = [name for name in holds if name in present]
-            what = f"already holds {', '.join(found)}" if found else "is not empty"
-            raise DestinationError(f"refusing --out {path}: it {what}; choose a new folder")
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise DestinationError(f"refusing --out {path}: the folder is not writable")
-        return True
-    ancestor = path.parent
-    while not ancestor.exists() and not ancestor.is_symlink() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise DestinationError(f"refusing --out {path}: {ancestor} is not a folder")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
+    except OSError as exc:
         raise DestinationError(
-            f"refusing --out {path}: cannot create it in {ancestor} (not writable)"
-        )
-    return False
+            f"refusing {flag} {path}: cannot list it ({exc.strerror or exc})"
+        ) from exc
+    if present:
+        found = [name for name in holds if name in present]
+        what = f"already holds {', '.join(found)}" if found else "is not empty"
+        raise DestinationError(f"refusing {flag} {path}: it {what}; choose a new folder")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise DestinationError(f"refusing {flag} {path}: the folder is not writable")
+    return True
+
+
+def check_fresh_file(path: Path, *, flag: str) -> None:
+    """Refuse (DestinationError) a new file's destination that already exists (a symlink too), or
+    that cannot be reached or created. Nothing is changed."""
+    if _reach(path, flag) is not None:
+        raise DestinationError(f"refusing {flag} {path}: it already exists")
+    _creatable_in(path, flag)
 
 
 def make_private_dir(path: Path, *, holds: tuple[str, ...]) -> None:

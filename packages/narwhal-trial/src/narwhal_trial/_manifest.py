@@ -10,9 +10,10 @@ from narwhal_trial._provenance import (
     dist_version,
     helper_digest,
     helper_files,
+    helper_packages,
     source_revision,
 )
-from narwhal_trial._records import Limits, Manifest
+from narwhal_trial._records import LaunchRecordCopy, Limits, Manifest
 from narwhal_trial._settings import RunSettings
 from narwhal_trial._workload import LoadedWorkload
 
@@ -25,9 +26,11 @@ def build_manifest(
     start_time: str,
     warmup_request_id: str,
     event_loop: str,
+    launch_records: list[LaunchRecordCopy] | None = None,
 ) -> Manifest:
-    """The manifest of a run about to start."""
-    files = helper_files(settings.launcher)
+    """The manifest of a run about to start; ``launch_records``: the copies kept in its folder."""
+    packages = helper_packages()
+    files = helper_files(settings.launcher, packages)
     revision, dirty = source_revision()
     workload = loaded.workload
     return Manifest(
@@ -39,6 +42,7 @@ def build_manifest(
         helper_digest=helper_digest(files),
         helper_files=files,
         helper_version=dist_version("narwhal-trial"),
+        packages={p.dist: p.version for p in packages},
         hostname=socket.gethostname(),
         source_revision=revision,
         source_dirty=dirty,
@@ -69,4 +73,5 @@ def build_manifest(
         workload_served_by=workload.served_by,
         api_key_env=settings.api_keys().sent_from,
         operator_max_model_len=settings.max_model_len,
+        launch_records=launch_records or [],
     )

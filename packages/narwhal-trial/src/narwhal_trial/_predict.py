@@ -47,7 +47,8 @@ _SEARCH_STEPS = 40
 
 
 class OutsideDomainError(TrialUsageError):
-    """The shape or the predicted load lies outside the profiled domain (exit 2)."""
+    """The shape or the predicted load lies outside the profiled domain: predict refuses to
+    extrapolate (exit 1, a blocking error; 2 is a prediction that misses the target)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +341,10 @@ def predict(req: PredictRequest) -> Prediction:
     search = None
     if req.find_max_rate:
         search = find_max_rate(model, req.shape, req.target, req.rate or 1.0)
+        if at_rate is None and search.max_rate is None and search.limited_by == "profile domain":
+            raise OutsideDomainError(
+                f"no rate predicted within the profiled domain: {search.detail}"
+            )
     return Prediction(
         generator=f"narwhal-trial {dist_version('narwhal-trial')}",
         inputs=inputs,

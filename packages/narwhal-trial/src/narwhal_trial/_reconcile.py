@@ -9,12 +9,20 @@ client ids before the sequence number). The run's warm-up entry is counted apart
 runs are reported as foreign and not judged. ``client_schedule_miss`` records were never sent: they
 must not appear in the journal. Every other client record needs exactly one entry whose status
 agrees with the client's (see ``AGREES``).
+
+The runbook reserves the router for trial traffic. The trial's window is taken in the journal's own
+time base, so no clock is mapped: from the earliest ``arrival`` of the run's entries (its first
+offer reaching the router) to their latest ``end`` (its last stream's end), the warm-up left out. A
+foreign entry whose ``[arrival, end]`` overlaps that window means the router was not reserved: the
+``reserved`` verdict is false, which the command reports as a blocking error. Foreign entries
+outside the window (the run's warm-up, earlier or later traffic) are only counted.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +64,37 @@ class Reconciliation:
     foreign_entries: int = 0
     problems: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    window: tuple[float, float] | None = None
+    """the trial's window in the journal's time base (unix seconds): the earliest arrival of the
+    run's entries to their latest end; None when the journal gives them no times"""
+    overlapping: list[tuple[str, float, float]] = field(default_factory=list)
+    """foreign entries inside the window: request id, arrival, end (journal time)"""
 
     @property
     def ok(self) -> bool:
         """True when nothing disagrees."""
         return not self.problems
+
+    @property
+    def reserved(self) -> bool:
+        """True when no foreign request overlaps the trial's window (the router was reserved)."""
+        return not self.overlapping
+
+    def reservation_error(self) -> str | None:
+        """The one-line blocking error when the router was not reserved, else None."""
+        if self.reserved or self.window is None:
+            return None
+        first = min(arrival for _, arrival, _ in self.overlapping)
+        last = max(end for _, _, end in self.overlapping)
+        ids = ", ".join(rid for rid, _, _ in self.overlapping[:3])
+        more = ", ..." if len(self.overlapping) > 3 else ""
+        n = len(self.overlapping)
+        return (
+            f"{n} foreign journal entr{'y' if n == 1 else 'ies'} (not of run {self.run_id}) "
+            f"overlap{'s' if n == 1 else ''} the trial's window {_utc(self.window[0])} to "
+            f"{_utc(self.window[1])}, from {_utc(first)} to {_utc(last)} ({ids}{more}): the "
+            "router was not reserved for the trial"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report."""
@@ -74,6 +108,14 @@ class Reconciliation:
             "schedule_misses": self.schedule_misses,
             "warmup_entries": self.warmup_entries,
             "foreign_entries": self.foreign_entries,
+            "reserved": self.reserved,
+            "window": None
+            if self.window is None
+            else {"start": self.window[0], "end": self.window[1]},
+            "foreign_in_window": [
+                {"request_id": rid, "arrival": arrival, "end": end}
+                for rid, arrival, end in self.overlapping
+            ],
             "counts": self.counts,
             "problems": self.problems,
         }
@@ -131,6 +173,7 @@ def reconcile(records: list[RequestRecord], journal: list[dict[str, Any]]) -> Re
     result.counts = dict(Counter(r.status for r in records))
     prefix = run_id + "-"
     mine: dict[str, list[dict[str, Any]]] = {}
+    foreign: list[dict[str, Any]] = []
     for entry in journal:
         rid = entry["request_id"]
         if rid == f"{run_id}-warmup":
@@ -138,7 +181,15 @@ def reconcile(records: list[RequestRecord], journal: list[dict[str, Any]]) -> Re
         elif rid.startswith(prefix):
             mine.setdefault(rid, []).append(entry)
         else:
-            result.foreign_entries += 1
+            foreign.append(entry)
+    result.foreign_entries = len(foreign)
+    result.window = _span([e for entries in mine.values() for e in entries])
+    if result.window is not None:
+        start, end = result.window
+        for entry in foreign:
+            times = _times(entry)
+            if times is not None and times[0] <= end and times[1] >= start:
+                result.overlapping.append((entry["request_id"], *times))
     seen = Counter(r.request_id for r in records)
     for rid, count in sorted(seen.items()):
         if count > 1:
@@ -181,3 +232,30 @@ def _judge(record: RequestRecord, found: list[dict[str, Any]]) -> str | None:
         if code is not None and code != record.http_status:
             return f"client got HTTP {record.http_status}, journal says {code}"
     return None
+
+
+def _times(entry: dict[str, Any]) -> tuple[float, float] | None:
+    """An entry's ``(arrival, end)`` in journal time (end: the arrival when it has none); None
+    without a numeric arrival."""
+    arrival, end = _time(entry.get("arrival")), _time(entry.get("end"))
+    if arrival is None:
+        return None
+    return arrival, arrival if end is None else max(arrival, end)
+
+
+def _time(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _span(entries: list[dict[str, Any]]) -> tuple[float, float] | None:
+    """From the earliest arrival to the latest end of ``entries``; None when none has times."""
+    times = [t for t in map(_times, entries) if t is not None]
+    if not times:
+        return None
+    return min(a for a, _ in times), max(e for _, e in times)
+
+
+def _utc(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")

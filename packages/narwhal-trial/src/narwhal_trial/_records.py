@@ -60,6 +60,14 @@ class Limits(_Doc):
     )
 
 
+class LaunchRecordCopy(_Doc):
+    """One launch record (``run --launch-record``) kept in the run folder."""
+
+    file: str = Field(description="the copy, relative to the run folder (launch-records/NAME)")
+    source: str = Field(description="the path it was copied from (absolute)")
+    sha256: str = Field(description="SHA-256 of its bytes (the copy's and the source's)")
+
+
 class Manifest(_Doc):
     """``manifest.json``: what ran, from where, with what, written before the first offer."""
 
@@ -71,12 +79,20 @@ class Manifest(_Doc):
     workload_path: str
     workload_digest: str = Field(description="SHA-256 of the workload file's exact bytes")
     helper_digest: str = Field(
-        description="SHA-256 over the launcher and the package's source files"
+        description="SHA-256 over the launcher and the source files of every narwhal package "
+        "whose code runs during the trial"
     )
     helper_files: dict[str, str] = Field(
-        description="SHA-256 of each file the helper digest covers"
+        description="SHA-256 of each file the helper digest covers (keys <module>/<path> and "
+        "launcher/<name>)"
     )
     helper_version: str
+    packages: dict[str, str] = Field(
+        default_factory=dict,
+        description="installed version of each narwhal distribution the helper digest covers "
+        "(narwhal-trial and the narwhal packages it requires); manifests written before the "
+        "digest covered them lack the key",
+    )
     hostname: str
     source_revision: str = Field(
         description="git rev-parse HEAD of the helper's checkout, or unknown"
@@ -109,6 +125,11 @@ class Manifest(_Doc):
         default=None,
         description="the context limit the operator supplied with --max-model-len; null when the "
         "server's own limit was used",
+    )
+    launch_records: list[LaunchRecordCopy] = Field(
+        default_factory=list,
+        description="the launch records given with --launch-record, copied into the run folder "
+        "before the first request",
     )
 
 

@@ -23,11 +23,12 @@ from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, make_private_dir
 from narwhal_trial._gcpause import gc_paused
 from narwhal_trial._judge import Bounds, Outcome, judge, status_of
+from narwhal_trial._launch import LaunchRecord, keep, read_launch_records, refuse_caching_on
 from narwhal_trial._loopmon import LoopLagMonitor
 from narwhal_trial._manifest import build_manifest
 from narwhal_trial._prepare import fitting_model
 from narwhal_trial._progress import RunProgress
-from narwhal_trial._records import MissReason, Summary
+from narwhal_trial._records import LaunchRecordCopy, MissReason, Summary
 from narwhal_trial._schedule import Clock, ScheduleLimits, due_offsets_ns, pace
 from narwhal_trial._settings import RUN_FILES, RunSettings
 from narwhal_trial._summary import RunFacts, summarize
@@ -56,19 +57,29 @@ def _loop_factory() -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str
 def run_trial(settings: RunSettings, *, clock: Clock = time.perf_counter_ns) -> Summary:
     """Run one trial and return its summary (also written to ``--out/summary.json``).
 
-    Raises TrialUsageError (bad values), DestinationError (an ``--out`` holding a run) or
-    WorkloadError (an unusable workload file) before anything is written; every later failure ends
-    up in the summary.
+    Raises TrialUsageError (bad values, a launch record that does not show prefix caching off),
+    WorkloadError (an unusable workload file), ReadError (an unreadable launch record) or
+    DestinationError (an ``--out`` holding a run, or one that cannot be created) before anything
+    is written or sent; every later failure ends up in the summary.
     """
     settings.validate()
     loaded = load_workload(settings.workload_path)
+    records = read_launch_records(settings.launch_records)
+    refuse_caching_on(records)
     make_private_dir(settings.out, holds=RUN_FILES)
-    return _Trial(settings, loaded, clock).execute()
+    return _Trial(settings, loaded, records, clock).execute()
 
 
 class _Trial:
-    def __init__(self, settings: RunSettings, loaded: LoadedWorkload, clock: Clock) -> None:
+    def __init__(
+        self,
+        settings: RunSettings,
+        loaded: LoadedWorkload,
+        launch_records: list[LaunchRecord],
+        clock: Clock,
+    ) -> None:
         self.s = settings
+        self.launch_records = launch_records
         self.workload = loaded.workload
         self.loaded = loaded
         self.clock = clock
@@ -98,6 +109,14 @@ class _Trial:
     # -- the synchronous frame: files, the loop, the summary --
     def execute(self) -> Summary:
         factory, loop_name = _loop_factory()
+        out = self.s.out
+        try:
+            kept = [
+                LaunchRecordCopy(file=file, source=str(r.path.absolute()), sha256=r.sha256)
+                for file, r in keep(self.launch_records, out)
+            ]
+        except OSError as exc:
+            raise TrialError(f"cannot keep the launch records in {out}: {exc}") from exc
         manifest = build_manifest(
             self.s,
             self.loaded,
@@ -105,8 +124,8 @@ class _Trial:
             start_time=datetime.now(UTC).isoformat(timespec="milliseconds"),
             warmup_request_id=self.warmup_id,
             event_loop=loop_name,
+            launch_records=kept,
         )
-        out = self.s.out
         try:
             atomic_write(out / "manifest.json", _json(manifest.model_dump(mode="json")))
             self.writer = RecordWriter(

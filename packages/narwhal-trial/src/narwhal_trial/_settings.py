@@ -37,7 +37,7 @@ def redact_url(url: str) -> str:
 
 
 def check_base_url(url: str) -> None:
-    """Refuse (TrialUsageError, exit 2) a ``--base`` that is not an ``http(s)://HOST[:PORT]`` URL;
+    """Refuse (TrialUsageError, exit 1) a ``--base`` that is not an ``http(s)://HOST[:PORT]`` URL;
     the message never shows a password."""
     shown = redact_url(url)
     try:
@@ -84,9 +84,12 @@ class RunSettings:
     """``--api-key-env``: the variable holding the key (None: ``NARWHAL_API_KEY`` when set)"""
     max_model_len: int | None = None
     """``--max-model-len``: the context limit, for a server that reports none"""
+    launch_records: tuple[Path, ...] = ()
+    """``--launch-record``: the engines' launch records, copied into the run folder"""
 
     def validate(self) -> None:
-        """Raise TrialUsageError (exit 2) for a value the run cannot use."""
+        """Raise TrialUsageError (exit 1, before anything is touched) for a value the run cannot
+        use."""
         check_base_url(self.base_url)
         self.api_keys()
         checks = [
@@ -193,4 +196,5 @@ class RunSettings:
             "drain_preset": self.drain_preset,
             "api_key_env": self.api_key_env,
             "max_model_len": self.max_model_len,
+            "launch_records": [str(p) for p in self.launch_records],
         }

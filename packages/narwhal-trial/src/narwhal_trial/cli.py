@@ -1,8 +1,10 @@
 """The ``narwhal-trial`` command (and ``tools/measurement/load_trial.py``): a thin typer shell.
 
-Exit codes follow the runbook: 0 pass with a valid schedule; 2 attainment or scheduling missed (also
-invalid option values, before anything is created); 1 a blocking error (including an ``--out``
-that already holds results); 130 interrupted.
+Exit codes follow the runbook: 0 pass with a valid schedule; 2 attainment or scheduling missed, with
+``summary.json`` written; 1 a blocking error (usage errors and invalid option values, before
+anything is created, and an ``--out`` that already holds results, too); 130 interrupted. The other
+commands keep 2 for their own judged outcome alone: ``check`` a failed check, ``reconcile`` a
+record that does not reconcile, ``predict`` a prediction that misses the target.
 """
 
 from __future__ import annotations
@@ -214,6 +216,15 @@ def run(
     ] = "auto",
     api_key_env: ApiKeyEnvOpt = None,
     max_model_len: MaxModelLenOpt = None,
+    launch_record: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--launch-record",
+            help="An engine's launch record (its `vllm serve` command line, showing "
+            "--no-enable-prefix-caching), copied into OUT/launch-records/ and its SHA-256 into "
+            "the manifest (repeat).",
+        ),
+    ] = None,
 ) -> None:
     """Drain, warm up, drain, then offer every request on its absolute schedule."""
     inv: _Invocation = ctx.obj
@@ -238,6 +249,7 @@ def run(
         launcher=inv.launcher,
         api_key_env=api_key_env,
         max_model_len=max_model_len,
+        launch_records=tuple(launch_record or ()),
     )
     try:
         summary = run_trial(settings)
@@ -267,7 +279,8 @@ def check(
     api_key_env: ApiKeyEnvOpt = None,
     max_model_len: MaxModelLenOpt = None,
 ) -> None:
-    """Before the trial: context limits, profile domain, prefix caching off. Exit 0 or 2."""
+    """Before the trial: context limits, profile domain, prefix caching off. Exit 0 when every
+    check passes, 2 when one fails, 1 when an input cannot be used."""
     inv: _Invocation = ctx.obj
     try:
         code, text = check_command(
@@ -295,13 +308,17 @@ def reconcile(
         bool, typer.Option("--json", help="Print the report as one JSON object.")
     ] = False,
 ) -> None:
-    """Match every client record to the router journal by request id. Exit 0 or 2."""
+    """Match every client record to the router journal by request id. Exit 0 when all reconcile,
+    2 when one does not, 1 when a file cannot be read or a request that is not the trial's
+    overlaps its window (the router was not reserved)."""
     inv: _Invocation = ctx.obj
     try:
-        code, text = reconcile_command(requests=requests, journal=journal, as_json=json_out)
+        code, text, error = reconcile_command(requests=requests, journal=journal, as_json=json_out)
     except TrialError as exc:
         raise typer.Exit(fail(inv.prog, exc)) from exc
     print(text)
+    if error is not None:
+        print(f"{inv.prog}: error: {error}", file=sys.stderr)
     raise typer.Exit(code)
 
 
@@ -351,8 +368,8 @@ def predict(
         Path | None, typer.Option("--out", help="Also write the JSON document to this new file.")
     ] = None,
 ) -> None:
-    """Predict the trial from the profiles (no engine is contacted). Exit 0, or 2 for bad input
-    or a trial outside the profiled domain."""
+    """Predict the trial from the profiles (no engine is contacted). Exit 0 when the prediction
+    passes, 2 when it misses the target, 1 for bad input or a trial outside the profiled domain."""
     inv: _Invocation = ctx.obj
     try:
         if rate is not None and not (0 < rate < float("inf")):
@@ -377,12 +394,13 @@ def predict(
             rate=rate,
             find_max_rate=find_max_rate,
         )
-        text = predict_command(req, as_json=json_out, out=out)
+        code, text = predict_command(req, as_json=json_out, out=out)
     except TrialError as exc:
         raise typer.Exit(fail(inv.prog, exc)) from exc
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     print(text)
+    raise typer.Exit(code)
 
 
 def main(argv: list[str] | None = None, *, launcher: Path | None = None) -> None:
@@ -396,14 +414,15 @@ def main(argv: list[str] | None = None, *, launcher: Path | None = None) -> None
 
 def _invoke(args: list[str], prog: str, inv: _Invocation) -> int:
     """Run the typer app; a usage error typer finds itself (unknown option, missing value, bad
-    type) is one ``PROG: error: ...`` line and exit 2, never click's usage block."""
+    type, a value out of range) is one ``PROG: error: ...`` line and exit 1, a blocking error as
+    the runbook's table has it (2 is a judged run), never click's usage block."""
     command = typer.main.get_command(_app())
     try:
         code = command.main(args=args, prog_name=prog, obj=inv, standalone_mode=False)
     except typer.TyperException as exc:
         message = " ".join(exc.format_message().split())
         print(f"{prog}: error: {message}", file=sys.stderr)
-        return 2
+        return TrialError.exit_code
     except typer.Abort:
         return 130
     return code if isinstance(code, int) else 0
