@@ -518,6 +518,7 @@ def _trial_cases() -> Iterator[Case]:
         "--max-lag": ("-1", "nan"),
         "--request-timeout": ("0", "-5"),
         "--drain-timeout": ("0",),
+        "--keepalive-expiry": ("0", "-1", "nan", "x", "7200"),
         "--ttft": ("x", "-1", "0"),
         "--tpot": ("x", "nan"),
         "--attainment": ("1.5", "-0.1", "x", "0"),
