@@ -59,6 +59,26 @@ def test_a_sweep_against_an_engine_that_drops_requests_on_idle_connections_compl
     assert any(s["resends"] == 1 for c in four for s in c["streams"])
 
 
+@pytest.mark.slow
+def test_a_keepalive_expiry_below_the_engines_idle_bound_avoids_the_race(
+    kit: Kit, sim_factory: Callable[..., SimFleet]
+) -> None:
+    """With --keepalive-expiry 0.1 no connection idle for the engine's 0.3 s is ever reused: not
+    one request is dropped, none is resent."""
+    fleet = sim_factory(ONE_ENGINE, sim_config=sim_config({"faults": {"drop_idle_after_s": 0.3}}))
+    done = kit.run(
+        "--fleet", fleet.fleet_path, *kit.prefill_lens, "--decode-tokens", "640",
+        "--decode-input-lens", "512,2048", "--decode-concurrency", "1,4",
+        "--keepalive-expiry", "0.1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert fleet.state("e0")["connections"]["idle_drops"] == 0
+    _, sidecar_path = kit.outputs(fleet)
+    entry = kit.load(sidecar_path)["profiles"][0]
+    assert all(s["resends"] == 0 for c in entry["decode_samples"] for s in c["streams"])
+    assert all(p["resent_request_ids"] == [] for p in entry["prefill_samples"])
+
+
 class FailsOnce(EngineClient):
     """An engine client whose streams with a tag in ``fail`` (once each) end as if the server had
     closed the connection before answering, without being sent."""

@@ -181,6 +181,11 @@ def test_colocated_with_all_five_neighbour_options() -> None:
         (["--no-such-option"], "No such option"),
         (["--refit-samples", "s", "--out", "o", "--prefill-lens", "1,2"], "--prefill-lens"),
         (["--merge", "a", "--merge", "b", "--out", "o", "--decode-tokens", "0"], "--decode-tokens"),
+        (["--keepalive-expiry", "0"], "--keepalive-expiry: '0' is not positive"),
+        (["--keepalive-expiry", "x"], "--keepalive-expiry: 'x' is not a number"),
+        (["--keepalive-expiry", "nan"], "--keepalive-expiry: 'nan' is not finite"),
+        (["--keepalive-expiry", "7200"], "--keepalive-expiry: '7200' is above the maximum of 3600"),
+        (["--refit-samples", "s", "--out", "o", "--keepalive-expiry", "2"], "not to --refit"),
     ],
 )
 def test_usage_errors_exit_2_and_write_nothing(
@@ -345,3 +350,15 @@ def test_ctrl_c_whose_cancellation_is_swallowed_still_exits_130(
     err = capsys.readouterr().err
     assert "narwhal-profile: error: interrupted; no profile was finished" in err
     assert not (fleet_file.parent / "profiles").exists()
+
+
+def test_keepalive_expiry_parses_and_its_help_names_the_engine_clients_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from narwhal_engine_client import DEFAULT_KEEPALIVE_EXPIRY_S
+
+    assert validate(RawOptions(keepalive_expiry="2.5")).keepalive_expiry_s == 2.5
+    assert validate(RawOptions()).keepalive_expiry_s is None  # the engine client's default
+    assert run(["--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"(default {DEFAULT_KEEPALIVE_EXPIRY_S:g}, the engine client's" in text

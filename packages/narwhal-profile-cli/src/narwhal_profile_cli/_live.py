@@ -60,8 +60,12 @@ def select_engines(fleet: LoadedFleet, only: Sequence[str]) -> list[EngineEntry]
 
 @contextlib.asynccontextmanager
 async def _clients(
-    entries: Sequence[EngineEntry], clock_ns: Callable[[], int], connections: int
+    entries: Sequence[EngineEntry],
+    clock_ns: Callable[[], int],
+    connections: int,
+    keepalive_expiry_s: float | None,
 ) -> AsyncIterator[dict[str, EngineClient]]:
+    expiry = {} if keepalive_expiry_s is None else {"keepalive_expiry_s": keepalive_expiry_s}
     async with contextlib.AsyncExitStack() as stack:
         clients: dict[str, EngineClient] = {}
         for entry in entries:
@@ -73,6 +77,7 @@ async def _clients(
                     max_connections=connections,
                     # the raw HTTP/1.1 transport: a third of httpx's CPU per chunk, connections kept
                     stream_transport="raw" if entry.url.startswith("http://") else "httpx",
+                    **expiry,
                 )
             except EngineClientError as exc:
                 raise ProfileUsageError(f"engine {entry.iid}: {exc}", engine=entry.iid) from exc
@@ -91,6 +96,7 @@ async def run_live(
     progress: Progress,
     state: LiveState,
     scale: ScaleOut | None = None,
+    keepalive_expiry_s: float | None = None,
     clock_ns: Callable[[], int] = time.perf_counter_ns,
     warn: Callable[[str], None] = lambda message: None,
 ) -> None:
@@ -116,7 +122,7 @@ async def run_live(
     needed = list(fleet.config.engines) if colocation is not None else selected
     # Every stream of the largest cohort needs its own connection (plus metrics polls).
     connections = max(256, max(sweep.decode_concurrency) + 8)
-    async with _clients(needed, clock_ns, connections) as clients:
+    async with _clients(needed, clock_ns, connections, keepalive_expiry_s) as clients:
         plans: dict[str, EnginePlan] = {}
         for entry in selected:
             limit = None

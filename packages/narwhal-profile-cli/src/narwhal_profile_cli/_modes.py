@@ -58,6 +58,8 @@ def select_mode(options: ProfileOptions) -> ModePlan:
         flag = "--merge" if merging else "--refit-samples"
         for scale_flag in options.scale.given():
             raise ProfileUsageError(f"{scale_flag} applies to live sweeps, not to {flag}")
+        if options.keepalive_expiry_s is not None:
+            raise ProfileUsageError(f"--keepalive-expiry applies to live sweeps, not to {flag}")
         if options.out is None:
             raise ProfileUsageError(f"{flag} requires --out PATH (a fresh profile destination)")
         if neighbours_given:

@@ -119,6 +119,8 @@ class ProfileOptions:
     colocated: bool
     neighbours: NeighbourValues
     scale: ScaleOut = field(default_factory=lambda: ScaleOut())
+    keepalive_expiry_s: float | None = None
+    """``--keepalive-expiry`` (None: the engine client's default, 4 s)."""
 
 
 def _show(raw: str) -> str:
@@ -257,6 +259,7 @@ class RawOptions:
     neighbour_decode_output_tokens: str | None = None
     parallel_groups: str | None = None
     shard: str | None = None
+    keepalive_expiry: str | None = None
 
 
 def validate(raw: RawOptions) -> ProfileOptions:
@@ -326,6 +329,9 @@ def validate(raw: RawOptions) -> ProfileOptions:
             parallel_groups=parse_parallel_groups(raw.parallel_groups),
             shard=None if raw.shard is None else parse_shard(raw.shard),
         ),
+        keepalive_expiry_s=None
+        if raw.keepalive_expiry is None
+        else parse_rate("--keepalive-expiry", raw.keepalive_expiry, maximum=MAX_KEEPALIVE_S),
     )
 
 
@@ -340,6 +346,9 @@ def _maybe_int(option: str, raw: str | None) -> int | None:
         return None
     return parse_positive_int(option, raw)
 
+
+MAX_KEEPALIVE_S = 3600.0
+"""The longest ``--keepalive-expiry`` accepted, seconds."""
 
 # Scale-out (issue 15): GPU groups measured side by side, and a share of the fleet per machine.
 MAX_PARALLEL_GROUPS = 256

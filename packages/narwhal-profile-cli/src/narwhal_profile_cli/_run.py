@@ -147,6 +147,7 @@ def _live(
                     progress=progress,
                     state=state,
                     scale=options.scale,
+                    keepalive_expiry_s=options.keepalive_expiry_s,
                     warn=lambda message: progress.warn(f"narwhal-profile: warning: {message}"),
                 ),
                 state,

@@ -228,6 +228,19 @@ def profile(
             help="Measure share K of M of the fleet's GPU groups, each group whole.",
         ),
     ] = None,
+    keepalive_expiry: Annotated[
+        str | None,
+        typer.Option(
+            "--keepalive-expiry",
+            metavar="SECONDS",
+            help="An idle kept-alive connection older than this is never reused (default 4, the "
+            "engine client's DEFAULT_KEEPALIVE_EXPIRY_S: below vLLM's 5 s idle close; keep it "
+            "below the engine's own). A request the engine closed its connection on "
+            "unanswered is sent once more on a new connection; a point that fails for a "
+            "transport reason is measured once more on new connections (the sidecar records "
+            "both).",
+        ),
+    ] = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -263,6 +276,7 @@ def profile(
         neighbour_decode_output_tokens=neighbour_decode_output_tokens,
         parallel_groups=parallel_groups,
         shard=shard,
+        keepalive_expiry=keepalive_expiry,
     )
     result = CommandResult()
     fmt: OutputFormat = "json" if output_format == "json" else "text"
