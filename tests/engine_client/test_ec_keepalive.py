@@ -120,11 +120,11 @@ async def test_a_request_the_idle_close_crossed_is_resent_once_on_a_new_connecti
 ) -> None:
     answers = Answers()
     async with (
-        serving(answers, drop_idle_after_s=0.05) as (server, url),
+        serving(answers, drop_idle_after_s=0.3) as (server, url),
         _client(url, transport) as client,
     ):
         await _leave_idle(client)
-        await asyncio.sleep(0.15)  # the connection is now idle past the server's bound
+        await asyncio.sleep(0.6)  # the connection is now idle past the server's bound
         sent: list[int] = []
         before = time.perf_counter_ns()
         second = await client.stream_completion(
@@ -151,11 +151,11 @@ async def test_the_send_deadline_applies_to_the_resend(transport: StreamTranspor
         offset[0] = 10**10
 
     async with (
-        serving(Answers(), drop_idle_after_s=0.05) as (server, url),
+        serving(Answers(), drop_idle_after_s=0.3) as (server, url),
         _client(url, transport, clock_ns=clock) as client,
     ):
         await _leave_idle(client)
-        await asyncio.sleep(0.15)
+        await asyncio.sleep(0.6)
         record = await client.stream_completion(
             b"{}", request_id="r2", send_by_ns=clock() + 10**9, on_sent=jump
         )
@@ -197,10 +197,10 @@ async def test_nothing_else_is_retried(transport: StreamTransport, what: str) ->
 async def test_a_connection_idle_past_the_expiry_is_not_reused(transport: StreamTransport) -> None:
     async with (
         serving(Answers()) as (server, url),
-        _client(url, transport, keepalive_expiry_s=0.05) as client,
+        _client(url, transport, keepalive_expiry_s=0.5) as client,
     ):
         await _leave_idle(client)
-        await asyncio.sleep(0.15)
+        await asyncio.sleep(0.8)
         record = await client.stream_completion(b"{}", request_id="r2")
         assert record.ok and record.resends == 0
         assert server.accepted == 2
@@ -213,7 +213,7 @@ async def test_a_connection_idle_past_the_expiry_is_not_reused(transport: Stream
 async def test_a_connection_whose_close_already_arrived_is_not_reused(
     transport: StreamTransport,
 ) -> None:
-    with serving_in_thread(Answers(), keep_alive_s=0.05) as (server, url):
+    with serving_in_thread(Answers(), keep_alive_s=0.5) as (server, url):
         async with _client(url, transport) as client:
             await _leave_idle(client)
             await asyncio.sleep(0)
@@ -243,10 +243,10 @@ def test_the_default_expiry_is_below_vllms_keep_alive() -> None:
 async def test_a_plain_call_the_idle_close_crossed_is_sent_once_more() -> None:
     answers = Answers()
     async with (
-        serving(answers, drop_idle_after_s=0.05) as (server, url),
+        serving(answers, drop_idle_after_s=0.3) as (server, url),
         _client(url, "httpx") as client,
     ):
         assert await client.health() == 200
-        await asyncio.sleep(0.15)
+        await asyncio.sleep(0.6)
         assert await client.health() == 200
     assert server.idle_drops == 1 and answers.handled == 2 and server.accepted == 2

@@ -38,9 +38,9 @@ ONE_ENGINE: list[dict[str, Any]] = [{"iid": "e0", "role": "mixed"}]
 def test_a_sweep_against_an_engine_that_drops_requests_on_idle_connections_completes(
     kit: Kit, sim_factory: Callable[..., SimFleet]
 ) -> None:
-    """Every request arriving on a connection idle for 0.3 s is dropped unanswered: each is
+    """Every request arriving on a connection idle for 0.5 s is dropped unanswered: each is
     resent on a new connection, the run completes, and the sidecar names the resent requests."""
-    fleet = sim_factory(ONE_ENGINE, sim_config=sim_config({"faults": {"drop_idle_after_s": 0.3}}))
+    fleet = sim_factory(ONE_ENGINE, sim_config=sim_config({"faults": {"drop_idle_after_s": 0.5}}))
     done = kit.run(
         "--fleet", fleet.fleet_path, *kit.prefill_lens, "--decode-tokens", "640",
         "--decode-input-lens", "512,2048", "--decode-concurrency", "1,4",
@@ -63,9 +63,9 @@ def test_a_sweep_against_an_engine_that_drops_requests_on_idle_connections_compl
 def test_a_keepalive_expiry_below_the_engines_idle_bound_avoids_the_race(
     kit: Kit, sim_factory: Callable[..., SimFleet]
 ) -> None:
-    """With --keepalive-expiry 0.1 no connection idle for the engine's 0.3 s is ever reused: not
+    """With --keepalive-expiry 0.1 no connection idle for the engine's 0.5 s is ever reused: not
     one request is dropped, none is resent."""
-    fleet = sim_factory(ONE_ENGINE, sim_config=sim_config({"faults": {"drop_idle_after_s": 0.3}}))
+    fleet = sim_factory(ONE_ENGINE, sim_config=sim_config({"faults": {"drop_idle_after_s": 0.5}}))
     done = kit.run(
         "--fleet", fleet.fleet_path, *kit.prefill_lens, "--decode-tokens", "640",
         "--decode-input-lens", "512,2048", "--decode-concurrency", "1,4",
