@@ -20,8 +20,6 @@ from typing import Any
 
 from narwhal_engine_client import MetricsSnapshot
 
-from ._priority import raise_priority
-
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = REPO / ".venv" / "bin"
 PROFILE = VENV_BIN / "narwhal-profile"
@@ -66,25 +64,19 @@ def run(argv: list[str], *, env: Mapping[str, str] | None = None, cwd: Path | No
     full = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
     full.update(env or {})
     start = time.monotonic()
-    with subprocess.Popen(
+    done = subprocess.run(
         argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         env=full,
         cwd=cwd or REPO,
         stdin=subprocess.DEVNULL,
-    ) as process:
-        raise_priority(process.pid)  # ahead of other work, as the engine it measures
-        try:
-            stdout, stderr = process.communicate(timeout=COMMAND_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            raise
+        timeout=COMMAND_TIMEOUT_S,
+        check=False,
+    )
     wall = time.monotonic() - start
     secrets = tuple(v for k, v in (env or {}).items() if "KEY" in k and v)
-    return Done(argv, process.returncode, stdout, stderr, wall, secrets)
+    return Done(argv, done.returncode, done.stdout, done.stderr, wall, secrets)
 
 
 def profile(*args: str | Path, env: Mapping[str, str] | None = None) -> Done:

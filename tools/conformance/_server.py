@@ -21,7 +21,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._priority import PRIORITY, raise_priority
 from ._venv import tail
 
 SERVED_MODEL = "conformance-llama"
@@ -137,8 +136,6 @@ def start(
             cwd=log.parent,
             start_new_session=True,
         )
-        raised = raise_priority(process.pid)  # before vLLM starts its engine-core process
-        out.write(f"# nice {PRIORITY if raised else 'unchanged (not permitted)'}\n".encode())
     return VllmServer(variant, port, argv, log, process, time.monotonic())
 
 
