@@ -250,3 +250,16 @@ async def test_a_plain_call_the_idle_close_crossed_is_sent_once_more() -> None:
         await asyncio.sleep(0.6)
         assert await client.health() == 200
     assert server.idle_drops == 1 and answers.handled == 2 and server.accepted == 2
+
+
+async def test_preconnect_replaces_idle_connections_past_the_expiry() -> None:
+    async with (
+        serving(Answers()) as (server, url),
+        _client(url, "raw", keepalive_expiry_s=0.5) as client,
+    ):
+        assert await client.preconnect(2) == 2
+        assert await client.preconnect(2) == 2  # still fresh: kept
+        assert server.accepted == 2
+        await asyncio.sleep(0.8)
+        assert await client.preconnect(2) == 2  # expired: replaced ahead of the sends
+        assert server.accepted == 4

@@ -30,8 +30,8 @@ from narwhal_engine_client._sse import (
     Consumer,
     StreamRecord,
     describe,
-    keep_received,
     restart,
+    timed_out,
     too_late,
 )
 
@@ -135,10 +135,10 @@ class RawStreamPool:
                 settled = True
         except TimeoutError:
             if conn is None or conn.detach(record):
-                self._timed_out(record, request_id, "deadline", deadline_s)
+                timed_out(record, clock(), "deadline", deadline_s)
         except _ConnectTimeout:
             what = f"ConnectTimeout: no connection within {self._connect_timeout_s:g} s"
-            self._timed_out(record, request_id, what, deadline_s)
+            timed_out(record, clock(), what, deadline_s)
         except OSError as exc:
             record.end_ns = clock()
             record.error = EngineConnectError(f"cannot reach {self.origin}: {describe(exc)}")
@@ -146,14 +146,6 @@ class RawStreamPool:
             if not settled and conn is not None:
                 conn.detach(record)  # cancelled while the answer was open: drop the socket
         return record
-
-    def _timed_out(self, record: StreamRecord, request_id: str, what: str, limit: float) -> None:
-        record.end_ns = self._clock()
-        record.error = EngineTimeoutError(
-            f"request {request_id} timed out ({what}, limit {limit:g} s) "
-            f"after {len(record.chunk_ns)} content chunks"
-        )
-        keep_received(record)
 
     async def _acquire(self, *, fresh: bool = False) -> tuple[Connection, bool]:
         """A connection and whether it came from the idle pool; ``fresh``: a new one (when every
@@ -224,11 +216,15 @@ class RawStreamPool:
         return len(idle)
 
     async def preconnect(self, count: int, *, batch: int = 32) -> int:
-        """Open idle connections until ``count`` are idle (at most ``max_connections`` open), at
-        most ``batch`` connects at a time; returns the number idle. EngineConnectError or
-        EngineTimeoutError when a connect fails."""
+        """Open idle connections until ``count`` reusable ones are idle (at most
+        ``max_connections`` open), at most ``batch`` connects at a time; returns the number idle.
+        EngineConnectError or EngineTimeoutError when a connect fails."""
         if self._closed:
             raise RuntimeError("the engine client has been closed")
+        stale = [conn for conn in self._idle if not self._reusable(conn)]
+        for conn in stale:  # past the expiry or closed by the server: replaced now, not at send
+            self._idle.remove(conn)
+            conn.abort()
         target = min(count, self._max)
         while len(self._idle) < target and self._open < self._max:
             wave = min(batch, target - len(self._idle), self._max - self._open)

@@ -18,6 +18,7 @@ from narwhal_engine_client._errors import (
     EngineClientError,
     EngineProtocolError,
     EngineStreamError,
+    EngineTimeoutError,
     SendDeadlineError,
     StreamCutError,
 )
@@ -272,6 +273,17 @@ def keep_received(record: StreamRecord) -> None:
     (left as it is when a chunk's count was a guess)."""
     if record.counted and record.chunk_ns:
         record.completion_tokens = sum(record.chunk_tokens)
+
+
+def timed_out(record: StreamRecord, now: int, what: str, limit_s: float) -> None:
+    """The request's deadline (or a network operation's) passed: an EngineTimeoutError in the
+    record, which keeps the tokens its chunks carried."""
+    record.end_ns = now
+    record.error = EngineTimeoutError(
+        f"request {record.request_id} timed out ({what}, limit {limit_s:g} s) "
+        f"after {len(record.chunk_ns)} content chunks"
+    )
+    keep_received(record)
 
 
 def broken(record: StreamRecord, now: int, why: str) -> None:

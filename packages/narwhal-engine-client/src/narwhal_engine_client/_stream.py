@@ -15,7 +15,6 @@ import httpx
 from narwhal_engine_client._errors import (
     EngineConnectError,
     EngineProtocolError,
-    EngineTimeoutError,
     http_error,
 )
 from narwhal_engine_client._resend import copy_request, unanswered
@@ -26,8 +25,8 @@ from narwhal_engine_client._sse import (
     broken,
     describe,
     finish,
-    keep_received,
     restart,
+    timed_out,
     too_late,
 )
 
@@ -76,7 +75,7 @@ async def run_stream(
                     fresh(), again, record, clock_ns, deadline_s, keep_token_ids, send_by_ns, None
                 )
     except TimeoutError:
-        _timed_out(record, request_id, "deadline", deadline_s, clock_ns)
+        timed_out(record, clock_ns(), "deadline", deadline_s)
     return record
 
 
@@ -134,7 +133,7 @@ async def _attempt(
     except _TooLate:
         too_late(record, record.send_ns, send_by_ns)
     except httpx.TimeoutException as exc:
-        _timed_out(record, record.request_id, describe(exc), deadline_s, clock_ns)
+        timed_out(record, clock_ns(), describe(exc), deadline_s)
     except httpx.TransportError as exc:
         record.end_ns = clock_ns()
         record.error = EngineConnectError(f"cannot reach {_origin(request)}: {describe(exc)}")
@@ -147,21 +146,6 @@ async def _attempt(
             record.bytes_received = response.num_bytes_downloaded
             await response.aclose()
     return False
-
-
-def _timed_out(
-    record: StreamRecord,
-    request_id: str,
-    what: str,
-    limit: float,
-    clock_ns: Callable[[], int],
-) -> None:
-    record.end_ns = clock_ns()
-    record.error = EngineTimeoutError(
-        f"request {request_id} timed out ({what}, limit {limit:g} s) "
-        f"after {len(record.chunk_ns)} content chunks"
-    )
-    keep_received(record)
 
 
 async def _read_limited(response: httpx.Response) -> bytes:

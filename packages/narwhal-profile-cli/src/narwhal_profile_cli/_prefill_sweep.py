@@ -7,6 +7,7 @@ The fit uses each length's median; the representative fit must pass the referenc
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,8 +22,8 @@ from narwhal_profile_cli._requests import (
     OnWire,
     PreparedRequest,
     RequestIds,
-    fresh_connections,
     prepare,
+    send_again,
     transport_failure,
     verify,
 )
@@ -45,12 +46,14 @@ class PrefillTimings:
 async def warm_up(probe: EngineProbe, prompts: PromptFactory, ids: RequestIds, length: int) -> str:
     """One unscored request (CUDA graphs, caches), checked like every other; returns its id. A
     transport failure is tried once more on new connections."""
-    request = prepare(probe, prompts.prompt(length), 1, ids.next(probe.iid, "warmup"))
+
+    def build() -> PreparedRequest:
+        return prepare(probe, prompts.prompt(length), 1, ids.next(probe.iid, "warmup"))
+
+    request = build()
     record = await probe.client.stream_completion(request.body, request_id=request.request_id)
     if transport_failure([record]) is not None:
-        await fresh_connections(probe)
-        request = prepare(probe, prompts.prompt(length), 1, ids.next(probe.iid, "warmup"))
-        record = await probe.client.stream_completion(request.body, request_id=request.request_id)
+        request, record = await send_again(probe, build)
     verify(probe, request, record)
     return request.request_id
 
@@ -98,11 +101,7 @@ async def run_prefill(
             raise
         failure = transport_failure([record])
         if failure is not None:
-            await fresh_connections(probe)
-            request = build(length)
-            record = await probe.client.stream_completion(
-                request.body, request_id=request.request_id
-            )
+            request, record = await send_again(probe, functools.partial(build, length))
             samples[length].remeasured.append(failure)
         verify(probe, request, record)
         if record.resends:

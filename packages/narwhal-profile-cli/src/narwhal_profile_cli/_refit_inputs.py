@@ -18,6 +18,7 @@ from narwhal_profile_cli._errors import ProfileUsageError
 from narwhal_store import (
     LoadedFleet,
     LoadedStore,
+    PathAccessError,
     ProfileStore,
     SamplesSidecar,
     StoreError,
@@ -25,6 +26,7 @@ from narwhal_store import (
     check_destination,
     evidence_problem,
     finish_pending,
+    lstat_or_none,
     read_store,
     samples_digest,
     sidecar_path,
@@ -62,7 +64,7 @@ def store_beside(samples: Path) -> Path:
     store = samples.with_name(samples.name[: -len(SAMPLES_SUFFIX)] + ".json")
     what = f"--refit-samples {samples}"
     if not _is_file(samples, what, "refit_input") and _is_file(store, what, "refit_input"):
-        _finish(store, what=what, code="refit_input")
+        _finish(store, what=what, code="refit_input")  # may bring the sidecar into place
     if not _is_file(samples, what, "refit_input"):
         raise ProfileUsageError(
             f"--refit-samples {samples}: no such sidecar file", code="refit_input"
@@ -80,12 +82,11 @@ def _is_file(path: Path, what: str, code: str) -> bool:
     """``path.is_file()``; a path that cannot be looked at (a folder on its way that cannot be
     entered) is a usage error naming it, not a traceback."""
     try:
-        return path.is_file()
-    except OSError as exc:
-        hint = ": a folder on its way cannot be entered" if isinstance(exc, PermissionError) else ""
-        raise ProfileUsageError(
-            f"{what}: cannot look at {path} ({exc.strerror or exc}{hint})", code=code
-        ) from exc
+        return lstat_or_none(path) is not None and path.is_file()
+    except PathAccessError as exc:
+        raise ProfileUsageError(f"{what}: {exc}", code=code) from exc
+    except OSError as exc:  # a symlink into a folder that cannot be entered
+        raise ProfileUsageError(f"{what}: {PathAccessError(path, exc)}", code=code) from exc
 
 
 def _finish(store_path: Path, *, what: str, code: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,16 @@ async def fresh_connections(probe: EngineProbe) -> None:
     """Close the engine client's idle connections, so what is measured again goes out on new
     ones."""
     await probe.client.drop_idle_connections()
+
+
+async def send_again(
+    probe: EngineProbe, build: Callable[[], PreparedRequest]
+) -> tuple[PreparedRequest, StreamRecord]:
+    """Measure a single request once more, on new connections: a new request from ``build``."""
+    await fresh_connections(probe)
+    request = build()
+    record = await probe.client.stream_completion(request.body, request_id=request.request_id)
+    return request, record
 
 
 @dataclass(frozen=True, slots=True)

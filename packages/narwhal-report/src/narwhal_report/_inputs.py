@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from narwhal_report._errors import ReportUsageError
-from narwhal_store import LoadedStore, StoreError, load_fleet, read_store
+from narwhal_store import (
+    LoadedStore,
+    PathAccessError,
+    StoreError,
+    load_fleet,
+    lstat_or_none,
+    read_store,
+)
 from narwhal_trial import ReadError, TrialRun, is_run_folder, read_run
 
 FLEET_NAMES = ("fleet.json",)
@@ -30,14 +37,9 @@ def _lstat(path: Path, what: str) -> os.stat_result | None:
     """``path.lstat()``, None when nothing is there; a path that cannot be looked at (a folder on
     its way that cannot be entered) is a ReportUsageError naming it (``what``: how it was given)."""
     try:
-        return path.lstat()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        hint = ": a folder on its way cannot be entered" if isinstance(exc, PermissionError) else ""
-        raise ReportUsageError(
-            f"{what}{path}: cannot look there ({exc.strerror or exc}{hint})"
-        ) from exc
+        return lstat_or_none(path)
+    except PathAccessError as exc:
+        raise ReportUsageError(f"{what}{path}: {exc.reason}") from exc
 
 
 def _is_file(path: Path, what: str) -> bool:

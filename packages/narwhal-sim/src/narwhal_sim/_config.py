@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import os
 import re
@@ -14,6 +13,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
+
+from narwhal_store import PathAccessError, creation_problem, lstat_or_none
 
 from ._errors import SimConfigError
 from ._faults import Faults
@@ -136,7 +137,13 @@ def check_file_destination(path: Path, flag: str, *, append: bool = False) -> Pa
     is a symlink or not a regular file, cannot be looked at, or cannot be created (its nearest
     existing parent is not a writable folder); one that exists must be writable (``append``) or
     sit in a writable folder (replaced atomically). Nothing is created."""
-    info = _lstat(path, flag)
+    try:
+        info = lstat_or_none(path)
+        problem = creation_problem(path) if info is None else None
+    except PathAccessError as exc:
+        raise SimConfigError(f"{flag} {path}: {exc.reason}") from exc
+    if problem is not None:
+        raise SimConfigError(f"{flag} {path}: {problem}")
     if info is not None:
         if stat.S_ISLNK(info.st_mode):
             raise SimConfigError(f"{flag} {path}: it is a symlink")
@@ -146,32 +153,7 @@ def check_file_destination(path: Path, flag: str, *, append: bool = False) -> Pa
             raise SimConfigError(f"{flag} {path}: it is not writable")
         if not append and not os.access(path.parent, os.W_OK | os.X_OK):
             raise SimConfigError(f"{flag} {path}: its folder {path.parent} is not writable")
-        return path
-    parent = path.parent
-    while (found := _lstat(parent, flag, path)) is None and parent != parent.parent:
-        parent = parent.parent
-    if found is not None and stat.S_ISLNK(found.st_mode):
-        with contextlib.suppress(OSError):  # a symlink to a folder will do; dangling: not one
-            found = parent.stat()
-    if found is None or not stat.S_ISDIR(found.st_mode):
-        raise SimConfigError(f"{flag} {path}: {parent} is not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise SimConfigError(f"{flag} {path}: cannot create it in {parent} (not writable)")
     return path
-
-
-def _lstat(path: Path, flag: str, given: Path | None = None) -> os.stat_result | None:
-    """``path.lstat()``, None when nothing is there; any other failure (a folder on the way that
-    cannot be entered) is a SimConfigError naming the path ``given`` as ``flag``."""
-    try:
-        return path.lstat()
-    except (FileNotFoundError, NotADirectoryError):  # under a file: its parents tell
-        return None
-    except OSError as exc:
-        hint = ": a folder on its way cannot be entered" if isinstance(exc, PermissionError) else ""
-        raise SimConfigError(
-            f"{flag} {given or path}: cannot look there ({exc.strerror or exc}{hint})"
-        ) from exc
 
 
 def split_hostport(text: str, what: str) -> tuple[str, int]:

@@ -15,6 +15,7 @@ from narwhal_store._errors import (
     FormatError,
     IntegrityError,
     MergeError,
+    PathAccessError,
     StoreError,
 )
 from narwhal_store._fields import PENDING_SHA256, Generator
@@ -30,6 +31,7 @@ from narwhal_store._fleet import (
     role_split,
 )
 from narwhal_store._limits import EngineLimits, LimitsFile, load_limits
+from narwhal_store._look import creation_problem, lstat_or_none
 from narwhal_store._merge import evidence_problem, merge_stores
 from narwhal_store._paths import sidecar_path
 from narwhal_store._profiles import (
@@ -100,6 +102,7 @@ __all__ = [
     "LoadedStore",
     "MergeError",
     "NeighbourRecord",
+    "PathAccessError",
     "PrefillFitDoc",
     "PrefillSample",
     "Profile",
@@ -117,12 +120,14 @@ __all__ = [
     "WrittenStore",
     "canonical_json",
     "check_destination",
+    "creation_problem",
     "decode_fit_suspect",
     "evidence_problem",
     "finish_pending",
     "json_schemas",
     "load_fleet",
     "load_limits",
+    "lstat_or_none",
     "merge_stores",
     "new_documents",
     "profile_key",

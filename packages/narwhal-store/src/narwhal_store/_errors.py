@@ -7,15 +7,24 @@ StoreError                       root of every error this library raises
 │                                 folder, an existing file in "fresh" mode, not a regular file
 ├── IntegrityError               a store and its sidecar disagree: sidecar missing, SHA-256
 │                                 mismatch, a profile whose samples digest does not match
-└── MergeError                   stores cannot be merged: too few inputs, duplicate keys, an
-                                  engine not covered or not in the fleet, unmatched evidence
+├── MergeError                   stores cannot be merged: too few inputs, duplicate keys, an
+│                                 engine not covered or not in the fleet, unmatched evidence
+└── PathAccessError              a path cannot be looked at: a folder on its way cannot be
+                                  entered (``reason`` is the message without the path)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DestinationError", "FormatError", "IntegrityError", "MergeError", "StoreError"]
+__all__ = [
+    "DestinationError",
+    "FormatError",
+    "IntegrityError",
+    "MergeError",
+    "PathAccessError",
+    "StoreError",
+]
 
 
 class StoreError(Exception):
@@ -47,3 +56,17 @@ class IntegrityError(StoreError):
 
 class MergeError(StoreError):
     """Stores cannot be merged (too few inputs, duplicate keys, missing engines, bad evidence)."""
+
+
+class PathAccessError(StoreError):
+    """A path cannot be looked at (a folder on its way cannot be entered, a name too long).
+
+    ``str()`` reads ``PATH: cannot look there (Permission denied: a folder on its way cannot be
+    entered)``; ``reason`` is the part after the path, for a caller naming it its own way.
+    """
+
+    def __init__(self, path: Path, exc: OSError) -> None:
+        self.path = path
+        hint = ": a folder on its way cannot be entered" if isinstance(exc, PermissionError) else ""
+        self.reason = f"cannot look there ({exc.strerror or exc}{hint})"
+        super().__init__(f"{path}: {self.reason}")

@@ -7,7 +7,13 @@ import os
 import stat
 from pathlib import Path
 
-from narwhal_store import StoreError, write_file_atomic
+from narwhal_store import (
+    PathAccessError,
+    StoreError,
+    creation_problem,
+    lstat_or_none,
+    write_file_atomic,
+)
 from narwhal_trial._errors import DestinationError
 
 DIR_MODE = 0o700
@@ -28,47 +34,23 @@ def read_regular(path: Path) -> bytes:
         os.close(fd)
 
 
-def lstat_or_none(path: Path) -> os.stat_result | None:
-    """``path.lstat()``, None when nothing is there (also under a file: its parents tell); any
-    other failure (a folder on the way that cannot be entered, a name too long) is the
-    ``OSError`` as raised."""
-    try:
-        return path.lstat()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
 def _reach(path: Path, flag: str) -> os.stat_result | None:
     """``lstat_or_none`` for a destination: a failure is a DestinationError naming the path."""
     try:
         return lstat_or_none(path)
-    except PermissionError as exc:
-        raise DestinationError(
-            f"refusing {flag} {path}: cannot look there ({exc.strerror}: a folder on its way "
-            "cannot be entered)"
-        ) from exc
-    except OSError as exc:
-        raise DestinationError(
-            f"refusing {flag} {path}: cannot look there ({exc.strerror or exc})"
-        ) from exc
+    except PathAccessError as exc:
+        raise DestinationError(f"refusing {flag} {path}: {exc.reason}") from exc
 
 
 def _creatable_in(path: Path, flag: str) -> None:
-    """Refuse (DestinationError) a ``path`` that does not exist yet when its nearest existing
-    ancestor is not a folder (a symlink to one will do), or not one this user may create entries
-    in."""
-    ancestor = path.parent
-    while (info := _reach(ancestor, flag)) is None and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if info is not None and stat.S_ISLNK(info.st_mode):
-        with contextlib.suppress(OSError):  # dangling or unreachable: not a folder
-            info = ancestor.stat()
-    if info is None or not stat.S_ISDIR(info.st_mode):
-        raise DestinationError(f"refusing {flag} {path}: {ancestor} is not a folder")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise DestinationError(
-            f"refusing {flag} {path}: cannot create it in {ancestor} (not writable)"
-        )
+    """Refuse (DestinationError) a ``path`` that does not exist yet and could not be created where
+    it is asked for (``narwhal_store.creation_problem``)."""
+    try:
+        problem = creation_problem(path)
+    except PathAccessError as exc:
+        raise DestinationError(f"refusing {flag} {path}: {exc.reason}") from exc
+    if problem is not None:
+        raise DestinationError(f"refusing {flag} {path}: {problem}")
 
 
 def check_fresh_dir(path: Path, *, holds: tuple[str, ...], flag: str = "--out") -> bool:
