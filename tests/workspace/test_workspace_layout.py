@@ -1,4 +1,4 @@
-"""The workspace keeps the layout DESIGN §1 and the design card fix."""
+"""The workspace keeps the layout docs/design.md §1 describes."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_root_is_a_virtual_workspace() -> None:
 
 
 def test_exactly_the_seven_members_exist() -> None:
-    """packages/ holds the seven members of the design card and nothing else."""
+    """packages/ holds the seven members docs/design.md §1 names and nothing else."""
     found = {p.name for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file()}
     assert found == set(PACKAGES)
 
@@ -123,7 +123,7 @@ def test_dependency_direction(dist: str, module: str) -> None:
     imported = _imported_modules(ROOT / "packages" / dist / "src")
     if dist != "narwhal-sim":
         assert "narwhal_sim" not in imported
-    # narwhal-report reads the trial's published record models (DESIGN §1); nothing imports it
+    # narwhal-report reads the trial's record models (docs/design.md §1); nothing imports it
     commands = {"narwhal_profile_cli", "narwhal_report"} | (
         set() if dist == "narwhal-report" else {"narwhal_trial"}
     )

@@ -19,7 +19,7 @@ from . import _commands as cmd
 from ._server import MAX_MODEL_LEN, SERVED_MODEL
 from ._suite import COMPLETIONS_LOG, DRAIN_GAUGES, TRIAL_REQUESTS, Suite, delta
 
-#: The decode-fit bounds ``check`` enforces (issue 12: 20% mean, 50% worst-point error).
+#: The decode-fit bounds ``check`` enforces (20% mean, 50% worst-point error).
 DECODE_MEAN_BOUND = 0.20
 DECODE_WORST_BOUND = 0.50
 

@@ -3,7 +3,7 @@
 Streaming completions with monotonic per-chunk timing (``EngineClient.stream_completion`` →
 ``StreamRecord``, over httpx or the opt-in raw HTTP/1.1 transport), ``/health``, ``/version``,
 ``/v1/models``, ``/tokenize``, ``/detokenize`` and parsed ``/metrics`` (``MetricsSnapshot``),
-plus the evidence documents of DESIGN §6 (``gather_identity``, ``gather_attestation``,
+plus the evidence documents of docs/design.md §6 (``gather_identity``, ``gather_attestation``,
 ``evidence_sha256``). Every error derives from ``EngineClientError`` (see ``_errors`` for the
 tree).
 """

@@ -1,6 +1,6 @@
 """Decode-window helpers: the overlap window of a cohort and its TPOT, counting tokens.
 
-Definitions (DESIGN §4):
+Definitions (docs/design.md §4):
 
 * A stream's token times are one timestamp (integer nanoseconds, any monotonic clock shared by
   the cohort) per output token, non-decreasing. A chunk that carried k tokens contributes its

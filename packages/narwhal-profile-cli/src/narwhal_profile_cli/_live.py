@@ -1,4 +1,5 @@
-"""The live sweep (DESIGN §4, §6, §7): select, preflight all, then measure and write each engine.
+"""The live sweep (docs/design.md §4, §6, §7): select, preflight all, then measure and write each
+engine.
 
 Engines are measured group by group (``_parallel``: up to ``--parallel-groups`` GPU groups at
 once, one engine per group at a time); ``_writer`` rewrites the store after each engine, so an

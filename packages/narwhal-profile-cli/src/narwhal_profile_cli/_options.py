@@ -1,4 +1,4 @@
-"""Option values: parsed and validated before any mode is selected (reference, DESIGN §8).
+"""Option values: parsed and validated before any mode is selected (reference, docs/design.md §8).
 
 Every check here is a usage error (exit 2) whose message names the option and the offending value.
 """
@@ -350,7 +350,7 @@ def _maybe_int(option: str, raw: str | None) -> int | None:
 MAX_KEEPALIVE_S = 3600.0
 """The longest ``--keepalive-expiry`` accepted, seconds."""
 
-# Scale-out (issue 15): GPU groups measured side by side, and a share of the fleet per machine.
+# Scale-out: GPU groups measured side by side, and a share of the fleet per machine.
 MAX_PARALLEL_GROUPS = 256
 _SHARD = re.compile(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*")
 

@@ -1,4 +1,5 @@
-"""The prefill sweep (DESIGN §4): one request at a time, ``max_tokens = 1``, every raw TTFT kept.
+"""The prefill sweep (docs/design.md §4): one request at a time, ``max_tokens = 1``, every raw
+TTFT kept.
 
 The fit uses each length's median; the representative fit must pass the reference's gates
 (20% mean error, 50% worst-point error), else the run aborts.

@@ -1,4 +1,4 @@
-"""Preflight (DESIGN §4): every selected engine is checked before any engine is measured.
+"""Preflight (docs/design.md §4): every selected engine is checked before any engine is measured.
 
 Health is HTTP 200; ``/v1/models`` and ``/tokenize`` agree on a positive ``max_model_len``; the
 evidence can be read (and, with ``engine_contract``, holds); the sweep points that survive the

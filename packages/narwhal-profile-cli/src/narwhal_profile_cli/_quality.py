@@ -1,4 +1,4 @@
-"""Fit quality on screen (issue 12): each profile's prefill and decode errors, and a warning
+"""Fit quality on screen: each profile's prefill and decode errors, and a warning
 naming the worst point and its likely cause when a decode fit is beyond the bounds.
 
 The seed gates only the prefill fit; a decode fit beyond 20% mean or 50% worst-point relative

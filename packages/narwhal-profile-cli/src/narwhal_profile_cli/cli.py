@@ -1,4 +1,4 @@
-"""The ``narwhal-profile`` command: a thin typer shell over the modes (DESIGN §8).
+"""The ``narwhal-profile`` command: a thin typer shell over the modes (docs/design.md §8).
 
 Only this layer turns errors into exit codes and one-line messages (or the JSON result).
 """
@@ -333,7 +333,7 @@ def main() -> None:
     """Console-script entry point: run, flush, and exit without the interpreter's teardown.
 
     Every output is written (atomically) and every stream closed by then; unloading numpy, scipy
-    and a sweep's objects only added 0.15-0.3 s to the operator's wait (issue 15). ``run`` is the
+    and a sweep's objects only added 0.15-0.3 s to the operator's wait. ``run`` is the
     entry for callers that stay in the process.
     """
     code = run()

@@ -1,4 +1,4 @@
-"""The limits file (``narwhal.limits``, DESIGN §3): per-engine ``max_num_seqs``."""
+"""The limits file (``narwhal.limits``, docs/design.md §3): per-engine ``max_num_seqs``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The profile store (``narwhal.profiles``, DESIGN §7): profile keys, bindings, fits, the store."""
+"""The profile store (``narwhal.profiles``, docs/design.md §7): keys, bindings, fits, the store."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def check_unique_keys(keys: Sequence[ProfileKey]) -> None:
 
 
 class Binding(StrictModel):
-    """What the profile is bound to (DESIGN §6).
+    """What the profile is bound to (docs/design.md §6).
 
     ``sha256`` is the SHA-256 of the canonical JSON of the evidence document (the sidecar's
     ``evidence.before``, which ``evidence.after`` must equal); ``generation`` is the identity

@@ -1,4 +1,4 @@
-"""The sample sidecar (``narwhal.samples``, DESIGN §7): evidence, settings and every raw timing."""
+"""The sample sidecar (``narwhal.samples``, docs/design.md §7): evidence, settings, raw timings."""
 
 from __future__ import annotations
 
