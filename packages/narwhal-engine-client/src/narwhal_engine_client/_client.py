@@ -22,6 +22,7 @@ from narwhal_engine_client._errors import (
 )
 from narwhal_engine_client._metrics import MetricsSnapshot
 from narwhal_engine_client._raw import RawStreamPool
+from narwhal_engine_client._record import StreamRecord
 from narwhal_engine_client._replies import (
     ModelCard,
     TokenizeResult,
@@ -33,7 +34,6 @@ from narwhal_engine_client._replies import (
     parse_version,
 )
 from narwhal_engine_client._resend import send_with_resend
-from narwhal_engine_client._sse import StreamRecord
 from narwhal_engine_client._stream import run_stream
 
 _JSON = {"Content-Type": "application/json"}

@@ -16,17 +16,15 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from narwhal_engine_client._errors import EngineConnectError, http_error
-from narwhal_engine_client._framing import CLOSE, BodyReader, FramingError, Head, parse_head
-from narwhal_engine_client._sse import (
+from narwhal_engine_client._errors import (
     ERROR_BODY_LIMIT,
-    Consumer,
-    StreamRecord,
-    broken,
+    EngineConnectError,
     describe,
-    finish,
-    too_late,
+    http_error,
 )
+from narwhal_engine_client._framing import CLOSE, BodyReader, FramingError, Head, parse_head
+from narwhal_engine_client._record import StreamRecord, broken, finish, too_late
+from narwhal_engine_client._sse import Consumer
 
 if TYPE_CHECKING:
     from narwhal_engine_client._raw import RawStreamPool
