@@ -30,7 +30,7 @@ from narwhal_engine_client._record import (
 from narwhal_engine_client._resend import copy_request, unanswered
 from narwhal_engine_client._sse import Consumer
 
-__all__ = ["StreamRecord", "run_stream"]
+__all__ = ["run_stream"]
 
 
 class _TooLate(Exception):

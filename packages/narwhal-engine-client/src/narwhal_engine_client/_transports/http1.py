@@ -27,7 +27,7 @@ from narwhal_engine_client._record import StreamRecord, broken, finish, too_late
 from narwhal_engine_client._sse import Consumer
 
 if TYPE_CHECKING:
-    from narwhal_engine_client._raw import RawStreamPool
+    from narwhal_engine_client._transports.raw import RawStreamPool
 
 _DRAIN_S = 10.0  # a settled answer whose body does not end within this is closed, not reused
 
