@@ -2,7 +2,7 @@
 
 A request is written in one ``transport.write``. The answer is parsed inside ``data_received``, with
 no task switch and no stream reader in between: the time is taken once per read, the head is parsed
-once (``_framing.parse_head``), a ``_framing.BodyReader`` strips the chunked framing (or
+once (``framing.parse_head``), a ``framing.BodyReader`` strips the chunked framing (or
 ``Content-Length``, or read-until-close) with a few slices, and the body bytes go straight to the
 shared SSE consumer (``_sse.Consumer.push``). A non-200 answer's body (up to ``ERROR_BODY_LIMIT``)
 becomes ``http_error(...)``. After ``[DONE]`` the record is settled at once and the rest of the
@@ -22,9 +22,15 @@ from narwhal_engine_client._errors import (
     describe,
     http_error,
 )
-from narwhal_engine_client._framing import CLOSE, BodyReader, FramingError, Head, parse_head
 from narwhal_engine_client._record import StreamRecord, broken, finish, too_late
 from narwhal_engine_client._sse import Consumer
+from narwhal_engine_client._transports.framing import (
+    CLOSE,
+    BodyReader,
+    FramingError,
+    Head,
+    parse_head,
+)
 
 if TYPE_CHECKING:
     from narwhal_engine_client._transports.raw import RawStreamPool
