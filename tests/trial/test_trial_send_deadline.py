@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from narwhal_engine_client._raw import RawStreamPool
+from narwhal_engine_client._transports.raw import RawStreamPool
 from narwhal_sim.testing import SimFleet
 from narwhal_trial import RunSettings, run_trial
 

@@ -30,8 +30,8 @@ from narwhal_engine_client._errors import (
 from narwhal_engine_client._evidence import evidence_sha256, gather_attestation, gather_identity
 from narwhal_engine_client._gcpause import gc_paused
 from narwhal_engine_client._metrics import MetricFamily, MetricSample, MetricsSnapshot
+from narwhal_engine_client._record import StreamRecord
 from narwhal_engine_client._replies import ModelCard, TokenizeResult, select_model
-from narwhal_engine_client._sse import StreamRecord
 
 __all__ = [
     "DEFAULT_KEEPALIVE_EXPIRY_S",
