@@ -478,3 +478,22 @@ def test_the_page_stands_alone() -> None:
             assert resolved.is_relative_to(ROOT), f"link {target} leaves the repository"
     assert "../" not in page, "a path outside the repository"
     assert re.search(r"\bissue\s*#?\d+|#\d{2,}\b", page, re.I) is None
+
+
+@pytest.mark.parametrize("package", PACKAGE_MODULES)
+def test_every_exported_name_is_on_the_page(package: str) -> None:
+    """A package's whole ``__all__`` is stated on the page (as a name, or in an exception tree),
+    so a new export cannot go undocumented."""
+    stated = {c.name for c in CLAIMS if c.module == package and c.owner is None}
+    stated |= {name for c in TREES if c.module == package for name, _, _ in c.tree}
+    missing = sorted(set(importlib.import_module(package).__all__) - stated)
+    assert not missing, f"{package} exports {missing}, which docs/interfaces.md does not state"
+
+
+def test_every_link_on_the_page_resolves() -> None:
+    """Each relative link names a file of the repository that exists."""
+    page = DOC.read_text(encoding="utf-8")
+    targets = [t for t in re.findall(r"\]\(([^)#]+)", page) if "://" not in t]
+    assert targets, "the page links no repository file (it should link docs/design.md)"
+    for target in targets:
+        assert (DOC.parent / target).is_file(), f"link {target} names no file"
