@@ -27,7 +27,6 @@ from narwhal_store import (
     load_limits,
     read_store,
 )
-from narwhal_trial._check import accepted_profile, domain_items
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._prediction import (
     EngineUse,
@@ -37,6 +36,7 @@ from narwhal_trial._prediction import (
     RatePrediction,
     RateSearch,
 )
+from narwhal_trial._profile_domain import accepted_profile, domain_items
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._records import Distribution
 from narwhal_trial._stats import distribution, required_good

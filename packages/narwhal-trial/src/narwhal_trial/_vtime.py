@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from narwhal_trial._settings import DEFAULT_MAX_IN_FLIGHT
+from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's per-step token budget when none is given
 
