@@ -13,8 +13,8 @@ from narwhal_trial._access import DEFAULT_API_KEY_ENV, ApiKeyEnv
 from narwhal_trial._check import run_checks
 from narwhal_trial._drain import DEFAULT_GAUGES, DRAIN_PRESETS, wait_drained
 from narwhal_trial._errors import (
-    DestinationError,
     DrainError,
+    OutputPathError,
     PrepareError,
     ReadError,
     TrialError,
@@ -68,13 +68,13 @@ __all__ = [
     "STATUSES",
     "ApiKeyEnv",
     "CheckItem",
-    "DestinationError",
     "Distribution",
     "DrainError",
     "EngineModel",
     "FleetModel",
     "LoadedWorkload",
     "Manifest",
+    "OutputPathError",
     "OutsideDomainError",
     "PredictRequest",
     "Prediction",

@@ -59,7 +59,7 @@ def run_trial(settings: RunSettings, *, clock: Clock = time.perf_counter_ns) -> 
 
     Raises TrialUsageError (bad values, a launch record that does not show prefix caching off),
     WorkloadError (an unusable workload file), ReadError (an unreadable launch record) or
-    DestinationError (an ``--out`` holding a run, or one that cannot be created) before anything
+    OutputPathError (an ``--out`` holding a run, or one that cannot be created) before anything
     is written or sent; every later failure ends up in the summary.
     """
     settings.validate()
