@@ -69,7 +69,7 @@ from narwhal_store._samples import (
     Source,
     SweepSettings,
 )
-from narwhal_store._schemas import json_schemas, write_schemas
+from narwhal_store._schemas import SchemaSet, json_schemas, write_schemas
 from narwhal_store._write import WrittenStore, check_destination, finish_pending, write_store
 
 __all__ = [
@@ -113,6 +113,7 @@ __all__ = [
     "Remeasured",
     "SamplesRef",
     "SamplesSidecar",
+    "SchemaSet",
     "SharedDevice",
     "Source",
     "StoreError",
