@@ -18,7 +18,7 @@ from narwhal_store._errors import (
     PathAccessError,
     StoreError,
 )
-from narwhal_store._fields import PENDING_SHA256, Generator
+from narwhal_store._fields import PENDING_SHA256, ClosedModel, Generator
 from narwhal_store._fleet import (
     EngineContract,
     EngineEntry,
@@ -81,6 +81,7 @@ __all__ = [
     "PREFILL_FORM",
     "AppliedLimits",
     "Binding",
+    "ClosedModel",
     "Colocation",
     "DecodeFitDoc",
     "DecodeSample",
