@@ -8,8 +8,9 @@
    ``input_tokens`` within the prefill fit's ``[min_len, max_len]``; decode targets
    (``decode``/``mixed``) have ``input_tokens`` within the decode fit's ``input_lens`` range, or,
    without ``input_lens``, the mean decode context ``input + output/2`` within
-   ``[ctx_min, ctx_max]``. A decode target's decode fit must also be within 20% mean and 50%
-   worst-point relative error (the bounds the profiler warns at); its figures are shown.
+   ``[ctx_min, ctx_max]``. A decode target's decode fit must also be within narwhal-store's
+   ``DECODE_MEAN_BOUND`` mean and ``DECODE_WORST_BOUND`` worst-point relative error (the bounds the
+   profiler warns at); its figures are shown.
 3. Prefix caching is off on each engine according to its own ``vllm:cache_config_info``
    (``enable_prefix_caching``), and in each launch record given as a file (the ``vllm serve``
    command line must hold ``--no-enable-prefix-caching`` and no later ``--enable-prefix-caching``;
@@ -106,7 +107,7 @@ def domain_items(iid: str, role: str, profile: Profile, n_in: int, n_out: int) -
 
 
 def _decode_quality_item(iid: str, fit: DecodeFitDoc) -> CheckItem:
-    """The decode fit must be within 20% mean and 50% worst-point relative error, so that a fit
+    """The decode fit must be within ``DECODE_MEAN_BOUND`` / ``DECODE_WORST_BOUND``, so that a fit
     the profiler warned about never silently feeds a trial."""
     what = "decode fit quality"
     quality = FitQuality.of(fit)
