@@ -2,7 +2,7 @@
 TTFT kept.
 
 The fit uses each length's median; the representative fit must pass the reference's gates
-(20% mean error, 50% worst-point error), else the run aborts.
+(narwhal-fit's ``gate_prefill``, ``_prefill_gate``), else the run aborts.
 """
 
 from __future__ import annotations

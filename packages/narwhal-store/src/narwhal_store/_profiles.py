@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
+from narwhal_fit import DECODE_FORM, PREFILL_FORM
+
 from ._fields import (
     Generator,
     Iid,
@@ -37,8 +39,6 @@ __all__ = [
     "check_unique_keys",
 ]
 
-PREFILL_FORM = "ttft-quadratic-v1"
-DECODE_FORM = "tpot-batch-context-v1"
 _FORM_COEFFICIENTS = {PREFILL_FORM: ("a", "b", "c"), DECODE_FORM: ("d0", "d1", "d2")}
 _SUMMARY_NUMBERS = ("mean_rel_error", "worst_rel_error")
 

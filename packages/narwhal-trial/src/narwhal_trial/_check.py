@@ -8,9 +8,9 @@
    ``input_tokens`` within the prefill fit's ``[min_len, max_len]``; decode targets
    (``decode``/``mixed``) have ``input_tokens`` within the decode fit's ``input_lens`` range, or,
    without ``input_lens``, the mean decode context ``input + output/2`` within
-   ``[ctx_min, ctx_max]``. A decode target's decode fit must also be within 20% mean and 50%
-   worst-point relative error (the bounds the profiler warns at); its figures are shown
-   (``_profile_domain``, shared with ``predict``).
+   ``[ctx_min, ctx_max]``. A decode target's decode fit must also be within narwhal-store's
+   ``DECODE_MEAN_BOUND`` mean and ``DECODE_WORST_BOUND`` worst-point relative error (the bounds the
+   profiler warns at); its figures are shown (``_profile_domain``, shared with ``predict``).
 3. Prefix caching is off on each engine according to its own ``vllm:cache_config_info``
    (``enable_prefix_caching``), and in each launch record given as a file (the ``vllm serve``
    command line must hold ``--no-enable-prefix-caching`` and no later ``--enable-prefix-caching``;

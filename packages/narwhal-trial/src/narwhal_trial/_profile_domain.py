@@ -69,7 +69,7 @@ def domain_items(iid: str, role: str, profile: Profile, n_in: int, n_out: int) -
 
 
 def _decode_quality_item(iid: str, fit: DecodeFitDoc) -> CheckItem:
-    """The decode fit must be within 20% mean and 50% worst-point relative error, so that a fit
+    """The decode fit must be within ``DECODE_MEAN_BOUND`` / ``DECODE_WORST_BOUND``, so that a fit
     the profiler warned about never silently feeds a trial."""
     what = "decode fit quality"
     quality = FitQuality.of(fit)
