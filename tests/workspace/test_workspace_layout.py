@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -137,3 +139,13 @@ def test_dependency_direction(dist: str, module: str) -> None:
         assert not imported & {"numpy", "scipy"}
     if dist == "narwhal-engine-client":
         assert not imported & {"narwhal_fit", "narwhal_store", "pydantic", "numpy"}
+
+
+def test_importing_the_store_loads_no_numerical_library() -> None:
+    """narwhal-store takes its form names and gate figures from narwhal-fit, whose numerical
+    libraries load with the first fit: ``import narwhal_store`` loads neither numpy nor scipy."""
+    probe = "import sys, narwhal_store; print(sorted({'numpy', 'scipy'} & set(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]", done.stdout
