@@ -48,8 +48,9 @@ _FORMATS: tuple[OutputFormat, ...] = ("text", "json")
 
 
 @dataclass(frozen=True, slots=True)
-class SweepSettings:
-    """The live sweep's candidate points and counts, as supplied (before any engine's limits)."""
+class SweepOptions:
+    """The sweep options as supplied: candidate points and counts, before any engine's limits
+    (what a sweep actually used is the store's ``SweepSettings``)."""
 
     prefill_lens: tuple[int, ...]
     decode_input_lens: tuple[int, ...]
@@ -115,7 +116,7 @@ class ProfileOptions:
     out: Path | None
     limits: Path | None
     overwrite: bool
-    sweep: SweepSettings
+    sweep: SweepOptions
     colocated: bool
     neighbours: NeighbourValues
     scale: ScaleOut = field(default_factory=lambda: ScaleOut())
@@ -265,7 +266,7 @@ class RawOptions:
 def validate(raw: RawOptions) -> ProfileOptions:
     """Check every supplied value (in every mode) and return the typed options."""
     parse_format(raw.output_format)  # the command layer picks the format itself, also on errors
-    sweep = SweepSettings(
+    sweep = SweepOptions(
         prefill_lens=parse_int_list(
             "--prefill-lens", raw.prefill_lens, min_distinct=MIN_PREFILL_LENS
         ),
