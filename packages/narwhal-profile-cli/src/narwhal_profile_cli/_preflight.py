@@ -18,14 +18,14 @@ from narwhal_engine_client import (
     select_model,
     token_counting,
 )
-from narwhal_profile_cli._errors import ProfileAbortError
-from narwhal_profile_cli._evidence import read_evidence
-from narwhal_profile_cli._options import (
+from narwhal_profile_cli._bounds import (
     MIN_DECODE_CONCURRENCY,
     MIN_DECODE_INPUT_LENS,
     MIN_PREFILL_LENS,
-    SweepOptions,
 )
+from narwhal_profile_cli._errors import ProfileAbortError
+from narwhal_profile_cli._evidence import read_evidence
+from narwhal_profile_cli._options import SweepOptions
 from narwhal_profile_cli._prompts import MIN_POOL, POOL_TEXT, token_pool
 from narwhal_store import EngineEntry
 
