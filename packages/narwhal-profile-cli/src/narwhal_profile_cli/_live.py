@@ -24,7 +24,7 @@ from narwhal_profile_cli._errors import ProfileAbortError, ProfileError, Profile
 from narwhal_profile_cli._evidence import check_unchanged, read_evidence
 from narwhal_profile_cli._groups import GroupUnit, group_units, shard_store_path, shard_units
 from narwhal_profile_cli._neighbours import NeighbourSettings
-from narwhal_profile_cli._options import ScaleOut, SweepSettings
+from narwhal_profile_cli._options import ScaleOut, SweepOptions
 from narwhal_profile_cli._parallel import run_groups
 from narwhal_profile_cli._prefill_sweep import fit_and_gate, ramp_estimate, run_prefill, warm_up
 from narwhal_profile_cli._preflight import EnginePlan, check_health, preflight
@@ -91,7 +91,7 @@ async def run_live(
     *,
     only: Sequence[str],
     limits: LimitsFile | None,
-    sweep: SweepSettings,
+    sweep: SweepOptions,
     colocation: NeighbourSettings | None,
     overwrite: bool,
     progress: Progress,
@@ -180,7 +180,7 @@ async def run_live(
 
 async def _measure(
     plan: EnginePlan,
-    sweep: SweepSettings,
+    sweep: SweepOptions,
     ids: RequestIds,
     progress: Progress,
     clock_ns: Callable[[], int],

@@ -155,14 +155,13 @@ def up(
         except KeyError as exc:
             raise _fail(exc.args[0]) from None
     try:
-        load_fleet(fleet)  # the fleet format exactly as narwhal-profile reads it (every error)
+        loaded = load_fleet(fleet)  # the fleet format exactly as narwhal-profile reads it
     except StoreError as exc:
         raise _fail(f"--fleet: {exc}") from None
     try:
-        fleet_doc = load_json(fleet, "fleet file")
         sim_doc = load_json(sim_config, "sim config") if sim_config is not None else None
         settings = resolve_engines(
-            fleet_doc, sim_doc, preset=preset, allow_non_loopback=allow_non_loopback
+            loaded, sim_doc, preset=preset, allow_non_loopback=allow_non_loopback
         )
         router_settings = None
         if router is not None:
