@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import ArrayLike, NDArray
 
-from ._document import (
+from narwhal_fit._document import (
     check_keys,
     get_int,
     get_list,
@@ -25,9 +25,9 @@ from ._document import (
     read_header,
     write_document,
 )
-from ._errors import FitError, InsufficientDataError
-from ._inputs import positive_int, positive_time
-from ._residuals import (
+from narwhal_fit._errors import FitError, InsufficientDataError
+from narwhal_fit._inputs import positive_int, positive_time
+from narwhal_fit._residuals import (
     PointResidual,
     check_predictions,
     check_summary,

@@ -25,9 +25,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._decode import DecodePoint
-from ._errors import InsufficientDataError, NeedsMoreTokensError
-from ._inputs import positive_int
+from narwhal_fit._decode import DecodePoint
+from narwhal_fit._errors import InsufficientDataError, NeedsMoreTokensError
+from narwhal_fit._inputs import positive_int
 
 __all__ = [
     "CohortTpot",

@@ -14,6 +14,10 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from narwhal_sim._errors import SimConfigError
+from narwhal_sim._faults import Faults
+from narwhal_sim._http import KEEP_ALIVE_S
+from narwhal_sim._presets import Preset, get_preset
 from narwhal_store import (
     EngineEntry,
     FleetConfig,
@@ -22,11 +26,6 @@ from narwhal_store import (
     creation_problem,
     lstat_or_none,
 )
-
-from ._errors import SimConfigError
-from ._faults import Faults
-from ._http import KEEP_ALIVE_S
-from ._presets import Preset, get_preset
 
 SIM_FORMAT = "narwhal.sim"
 API_STYLES = ("0.11", "0.33")

@@ -11,10 +11,8 @@ from typing import Annotated, Literal
 
 import typer
 
-from narwhal_store import StoreError, load_fleet
-
-from ._auth import env_key
-from ._config import (
+from narwhal_sim._auth import env_key
+from narwhal_sim._config import (
     check_file_destination,
     check_journal,
     is_loopback,
@@ -22,10 +20,11 @@ from ._config import (
     resolve_engines,
     split_hostport,
 )
-from ._errors import SimError
-from ._fleet import RouterSettings, serve
-from ._presets import DEFAULT_PRESET, get_preset, presets
-from ._router import ROUTER_OMITS
+from narwhal_sim._errors import SimError
+from narwhal_sim._fleet import RouterSettings, serve
+from narwhal_sim._presets import DEFAULT_PRESET, get_preset, presets
+from narwhal_sim._router import ROUTER_OMITS
+from narwhal_store import StoreError, load_fleet
 
 app = typer.Typer(
     name="narwhal-sim",

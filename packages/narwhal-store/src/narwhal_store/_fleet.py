@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
-from ._errors import StoreError
-from ._fields import (
+from narwhal_store._errors import StoreError
+from narwhal_store._fields import (
     Iid,
     LocatedValueError,
     NonNegFloat,
@@ -20,8 +20,8 @@ from ._fields import (
     SecretValueError,
     StrictModel,
 )
-from ._loading import load_model
-from ._profiles import ProfileKey
+from narwhal_store._loading import load_model
+from narwhal_store._profiles import ProfileKey
 
 __all__ = [
     "EngineContract",

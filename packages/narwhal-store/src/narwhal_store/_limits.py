@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from ._errors import FormatError
-from ._fields import Iid, PosInt, StrictModel
-from ._fleet import FleetConfig, LoadedFleet, fleet_config
-from ._loading import json_path, load_model
+from narwhal_store._errors import FormatError
+from narwhal_store._fields import Iid, PosInt, StrictModel
+from narwhal_store._fleet import FleetConfig, LoadedFleet, fleet_config
+from narwhal_store._loading import json_path, load_model
 
 __all__ = ["EngineLimits", "LimitsFile", "load_limits"]
 

@@ -9,8 +9,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
 from narwhal_fit import DECODE_FORM, PREFILL_FORM
-
-from ._fields import (
+from narwhal_store._fields import (
     Generator,
     Iid,
     LocatedValueError,

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from narwhal_fit import DEFAULT_MEAN_LIMIT, DEFAULT_WORST_LIMIT
-
-from ._profiles import FitDoc
+from narwhal_store._profiles import FitDoc
 
 __all__ = [
     "BURSTY_SHARE",

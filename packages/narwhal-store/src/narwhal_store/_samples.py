@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, StringConstraints, model_validator
 
-from ._fields import (
+from narwhal_store._fields import (
     Generator,
     Iid,
     LocatedValueError,
@@ -20,7 +20,7 @@ from ._fields import (
     StrictModel,
     Timestamp,
 )
-from ._profiles import DecodeFitDoc, ProfileKey, check_unique_keys
+from narwhal_store._profiles import DecodeFitDoc, ProfileKey, check_unique_keys
 
 __all__ = [
     "AppliedLimits",

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic import BaseModel
 
-from ._atomic import Folder
-from ._fleet import FleetConfig
-from ._limits import LimitsFile
-from ._profiles import ProfileStore
-from ._samples import SamplesSidecar
+from narwhal_store._atomic import Folder
+from narwhal_store._fleet import FleetConfig
+from narwhal_store._limits import LimitsFile
+from narwhal_store._profiles import ProfileStore
+from narwhal_store._samples import SamplesSidecar
 
 if TYPE_CHECKING:
     from pydantic.json_schema import JsonSchemaMode
