@@ -8,7 +8,14 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
-from narwhal_fit import DECODE_FORM, PREFILL_FORM
+from narwhal_fit import (
+    DECODE_COEFFICIENTS,
+    DECODE_FORM,
+    PREFILL_COEFFICIENTS,
+    PREFILL_FORM,
+    tpot_batch_context_s,
+    ttft_quadratic_s,
+)
 from narwhal_store._fields import (
     Generator,
     Iid,
@@ -38,7 +45,7 @@ __all__ = [
     "check_unique_keys",
 ]
 
-_FORM_COEFFICIENTS = {PREFILL_FORM: ("a", "b", "c"), DECODE_FORM: ("d0", "d1", "d2")}
+_FORM_COEFFICIENTS = {PREFILL_FORM: PREFILL_COEFFICIENTS, DECODE_FORM: DECODE_COEFFICIENTS}
 _SUMMARY_NUMBERS = ("mean_rel_error", "worst_rel_error")
 
 
@@ -159,8 +166,7 @@ class PrefillFitDoc(FitDoc):
         """Predicted TTFT in seconds at ``length`` prompt tokens (``ttft-quadratic-v1`` only)."""
         if self.form != PREFILL_FORM:
             raise ValueError(f"ttft_s() knows form {PREFILL_FORM}, not {self.form}")
-        c = self.coefficients
-        return c["a"] + c["b"] * length + c["c"] * length * length
+        return ttft_quadratic_s(self.coefficients, length)
 
 
 class DecodeFitDoc(FitDoc):
@@ -170,8 +176,7 @@ class DecodeFitDoc(FitDoc):
         """Predicted TPOT in seconds (form ``tpot-batch-context-v1`` only)."""
         if self.form != DECODE_FORM:
             raise ValueError(f"tpot_s() knows form {DECODE_FORM}, not {self.form}")
-        c = self.coefficients
-        return c["d0"] + c["d1"] * concurrency + c["d2"] * concurrency * ctx
+        return tpot_batch_context_s(self.coefficients, concurrency, ctx)
 
 
 class Colocation(StrictModel):
