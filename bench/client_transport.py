@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from narwhal_engine_client import EngineClient, StreamRecord, StreamTransport, completion_body
-from narwhal_engine_client._sse import Consumer, finish
+from narwhal_engine_client._record import finish
+from narwhal_engine_client._sse import Consumer
 
 SERVER = Path(__file__).resolve().parent / "trial_stamping_server.py"
 SCENARIOS = ((2000, 16), (500, 128))

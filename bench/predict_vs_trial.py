@@ -15,7 +15,7 @@ and a mixed-only fleet: one mixed engine), on the simulated default preset (Llam
 5. print predicted and measured attainment per rate, and the predicted highest passing rate with
    the measured bracket (highest rate that passed, lowest that missed).
 
-Targets (issue 16): attainment within 0.05 absolute at every rate; highest passing rate within 10 %.
+Targets: attainment within 0.05 absolute at every rate; highest passing rate within 10 %.
 With ``--time-scale X`` the simulator runs X times faster (rates times X, latency bounds / X);
 figures are reported in simulated time.
 

@@ -1,4 +1,4 @@
-"""``bench_clients.py --limit``: the highest rate narwhal-trial keeps its schedule at (issue 8, 3).
+"""``bench_clients.py --limit``: the highest rate narwhal-trial keeps its schedule at.
 
 The shape is the r500 row's (512 in, 16 out, 5 ms per token) against the stamping counterpart,
 client and server pinned as in the table. The rate climbs by ``step`` from ``start`` until a run

@@ -1,6 +1,6 @@
 """What the counterpart's stamps and a client's own report say about one run.
 
-Definitions (issue 8):
+Definitions:
 
 * **arrival lag**: the server-observed arrival of the i-th measured request (sorted) minus the
   ideal constant schedule ``t0 + i / rate``, with t0 the earliest ``arrival_i - i / rate`` (so the

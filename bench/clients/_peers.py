@@ -2,10 +2,9 @@
 
 Both are told the same thing as narwhal-trial: constant arrivals at the row's rate, the row's
 request count, a 512-token prompt and exactly ``output_tokens`` streamed tokens from
-``/v1/completions``, with the locally built tokenizer. Offline behaviour
-(``../shared/reference/load-generators.md`` §1.1, §1.3): AIPerf loads a local tokenizer path only
-*without* ``HF_HUB_OFFLINE=1``, so it is removed from AIPerf's environment; guidellm works with
-it, so it is set there.
+``/v1/completions``, with the locally built tokenizer. Offline, AIPerf loads a local tokenizer
+path only *without* ``HF_HUB_OFFLINE=1``, so the variable is removed from AIPerf's environment;
+guidellm works with it, so it is set there.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The benchmark's rows (issue 8) and the shape every client is asked to send."""
+"""The benchmark's rows and the shape every client is asked to send."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``bench/bench_clients.py``: narwhal-trial, AIPerf and guidellm side by side (issue 8).
+"""``bench/bench_clients.py``: narwhal-trial, AIPerf and guidellm side by side.
 
 For every row and client: start a fresh stamping counterpart (pinned to core 0), run the client
 (pinned to core 1) to its end, stop the server, and compare what the client reported with what

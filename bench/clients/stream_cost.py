@@ -1,8 +1,9 @@
 """Client CPU per streamed chunk of three HTTP stacks, against the stamping counterpart.
 
-A lever study for issue 8, not part of the table: the same closed-loop work (``--concurrency``
-streams, ``--requests`` completions of ``--tokens`` one-token chunks, a precomputed 512-token
-body, every SSE event split into lines and decoded with orjson as narwhal-engine-client does) over
+A lever study beside the client benchmark, not part of its table: the same closed-loop work
+(``--concurrency`` streams, ``--requests`` completions of ``--tokens`` one-token chunks, a
+precomputed 512-token body, every SSE event split into lines and decoded with orjson as
+narwhal-engine-client does) over
 httpx, aiohttp, and a bare ``asyncio.Protocol`` HTTP/1.1 client, on asyncio or uvloop. Prints one
 JSON line per run with the process CPU spent in the streaming phase only (imports excluded).
 

@@ -1,4 +1,4 @@
-"""Several tokens per chunk from the simulated engines, on both stream transports (issue 12).
+"""Several tokens per chunk from the simulated engines, on both stream transports.
 
 Three engines stand in for what vLLM's own server does: ``--stream-interval 4`` (an output every 4
 tokens, the first and the last alone), an API server that falls behind and merges 3 steps' outputs

@@ -217,7 +217,7 @@ async def test_a_plain_http_client_does_not_load_the_ca_bundle(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """httpx loads its CA bundle (~50 ms) for every client; a ``http://`` engine's client never
-    speaks TLS, so it must not pay for it (issue 15: a fleet of 32 engines paid 1.6 s), while an
+    speaks TLS, so it must not pay for it (a fleet of 32 engines once paid 1.6 s), while an
     ``https://`` engine's client still verifies with the bundle."""
     import certifi
 

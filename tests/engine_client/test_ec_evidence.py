@@ -1,4 +1,4 @@
-"""Identity and attestation documents (DESIGN §6), contract checks and canonical hashing."""
+"""Identity and attestation documents (docs/design.md §6), contract checks and canonical hashing."""
 
 from __future__ import annotations
 

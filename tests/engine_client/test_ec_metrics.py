@@ -148,7 +148,7 @@ async def test_client_metrics_endpoint():
 
 
 def test_named_families_parse_alone_with_the_same_values():
-    """``names`` parses only the families of those names (issue 15: a cohort's closing reading
+    """``names`` parses only the families of those names (a cohort's closing reading
     is read while the engine idles), with exactly the values of a full parse; a counter is
     found by its family or ``_total`` name, and the rest of the page is not there."""
     watched = ("vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "vllm:prompt_tokens_total")

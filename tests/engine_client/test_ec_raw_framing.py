@@ -14,8 +14,8 @@ from narwhal_engine_client import (
     StreamRecord,
     completion_body,
 )
-from narwhal_engine_client._http1 import Connection
 from narwhal_engine_client._sse import Consumer
+from narwhal_engine_client._transports.http1 import Connection
 
 BODY = completion_body(model="m", prompt=[1], max_tokens=2)
 

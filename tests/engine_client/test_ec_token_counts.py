@@ -1,4 +1,4 @@
-"""Exact per-chunk token counts (issue 12): what the engine is asked for, and what a stream whose
+"""Exact per-chunk token counts: what the engine is asked for, and what a stream whose
 counts are missing or do not add up becomes, on both stream transports.
 
 vLLM sends several tokens per chunk with ``--stream-interval N`` and when its API server falls

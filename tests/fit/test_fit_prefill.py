@@ -144,7 +144,7 @@ def test_fit_is_frozen() -> None:
 
 
 def test_numpy_and_scipy_are_loaded_by_the_first_fit_not_by_the_import() -> None:
-    """``import narwhal_fit`` stays cheap (issue 15): numpy and the solver arrive with the first
+    """``import narwhal_fit`` stays cheap: numpy and the solver arrive with the first
     fit, so a command that imports the package pays for them only when it fits."""
     import subprocess
     import sys

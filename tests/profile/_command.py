@@ -1,5 +1,5 @@
-"""Run the real ``narwhal-profile`` command as a subprocess (shared by tests/profile and
-tests/profile_modes, whose conftests import it)."""
+"""Run the real ``narwhal-profile`` command as a subprocess (shared by every test here: the
+conftest's fixtures and the modes tests import it)."""
 
 from __future__ import annotations
 

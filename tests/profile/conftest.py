@@ -1,4 +1,6 @@
-"""Fixtures for narwhal-profile tests: run the real command as a subprocess, start sim fleets."""
+"""Fixtures for narwhal-profile tests: run the real command as a subprocess, start sim fleets; for
+the refit, merge and colocated tests (``test_modes_*.py``, helpers in ``_modes.py``), one simulated
+shared GPU for the session and two stores measured on it."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ import pytest
 from narwhal_sim.testing import SimFleet, start_sim_fleet
 
 from ._command import ProfileRun, run_profile_command
+from ._modes import IIDS, SWEEP, Measured, write_fleet
 
-#: Simulated time runs this much faster than real time in the end-to-end tests. At 4 the shortest
-#: TTFT measured (2,048 tokens) is ~13 ms of real time, well above what loopback HTTP on a loaded
-#: machine adds, so the prefill gates pass by design (at 10 it was ~5 ms).
+#: Simulated time runs this much faster than real time in the end-to-end tests, the modes tests'
+#: session engines (``sim``) included. At 4 the shortest TTFT measured (2,048 tokens) is ~13 ms of
+#: real time, well above what loopback HTTP on a loaded machine adds, so the prefill gates pass by
+#: design (at 10 it was ~5 ms).
 TIME_SCALE = 4.0
 
 #: A small sweep (three prefill lengths, two decode input lengths, two concurrencies). Long
@@ -90,6 +94,31 @@ def sim_factory(tmp_path: Path) -> Iterator[Callable[..., SimFleet]]:
     yield start
     for fleet in started:
         fleet.stop()
+
+
+@pytest.fixture(scope="session")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
+    """Two engines on one simulated H200 (default preset), time-scaled."""
+    workdir = tmp_path_factory.mktemp("modes-sim")
+    engines = [{"iid": iid, "shared_device": {"group": "g0"}} for iid in IIDS]
+    with start_sim_fleet(workdir, engines, time_scale=TIME_SCALE, seed=3) as fleet:
+        yield fleet
+
+
+@pytest.fixture(scope="session")
+def measured(sim: SimFleet, tmp_path_factory: pytest.TempPathFactory) -> Measured:
+    """Live sweeps of both engines in two role mixes, each into its own store."""
+    root = tmp_path_factory.mktemp("modes-measured")
+    fleet_a = write_fleet(
+        root / "a", sim, {"g0.a": "prefill", "g0.b": "decode"}, store="split-1.json"
+    )
+    fleet_b = write_fleet(
+        root / "b", sim, {"g0.a": "decode", "g0.b": "prefill"}, store="split-2.json"
+    )
+    for fleet in (fleet_a, fleet_b):
+        done = run_profile_command("--fleet", fleet, *SWEEP)
+        assert done.returncode == 0, done.stderr
+    return Measured(fleet_a, root / "a" / "split-1.json", fleet_b, root / "b" / "split-2.json")
 
 
 def store_paths(fleet: SimFleet) -> tuple[Path, Path]:

@@ -1,4 +1,4 @@
-"""Several tokens per SSE chunk (issue 12): the stored TPOT is what the engine served.
+"""Several tokens per SSE chunk: the stored TPOT is what the engine served.
 
 Two simulated engines of the ``flat-5ms`` preset run at half speed: every decode step takes 10 ms
 whatever the batch, on the device's absolute timeline, so the engine serves exactly 10 ms per

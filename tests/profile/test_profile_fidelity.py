@@ -7,7 +7,7 @@ may exceed it by at most 50% (a profile timing end-to-end instead of the first t
 chunks instead of tokens, is off by far more). Simulated time runs 4x slower than real time
 (``--time-scale 0.25``) so loopback costs are small against every timing. The tight criterion (5%
 prefill, 10% decode) is checked on an idle machine by
-``packages/narwhal-profile-cli/bench/sweep_fidelity.py``; its figures are in the README. (With two
+``bench/profile/sweep_fidelity.py``; its figures are in docs/benchmarks.md. (With two
 busy loops on the cores the 16-stream decode point once read +16%.)
 """
 

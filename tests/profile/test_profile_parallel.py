@@ -1,4 +1,4 @@
-"""--parallel-groups (issue 15): GPU groups measured side by side, one engine per group at a time.
+"""--parallel-groups: GPU groups measured side by side, one engine per group at a time.
 
 Exclusion is judged by the simulator's own stamps, not by wall time: each simulated GPU records
 the most engines it stepped at once, and each engine when its first completion arrived and its

@@ -1,4 +1,4 @@
-"""Fit quality on screen (issue 12): the per-profile lines and the decode-fit warnings' causes."""
+"""Fit quality on screen: the per-profile lines and the decode-fit warnings' causes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""--shard K/M (issue 15): a 4-group fleet profiled as 2 shards in 2 processes, then merged."""
+"""--shard K/M: a 4-group fleet profiled as 2 shards in 2 processes, then merged."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Start-up cost (issue 15): ``--version`` and ``--help`` load no measurement or fitting library.
+"""Start-up cost: ``--version`` and ``--help`` load no measurement or fitting library.
 
 The command's own modules must not pull scipy, numpy, httpx or pydantic before a mode runs; these
 are behaviour checks on ``sys.modules`` in a fresh interpreter, not timings.

@@ -1,4 +1,4 @@
-"""The engine's own activity stamps (issue 15): busy spans, idle gaps, first and last completion."""
+"""The engine's own activity stamps: busy spans, idle gaps, first and last completion."""
 
 from __future__ import annotations
 

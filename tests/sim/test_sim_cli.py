@@ -12,6 +12,7 @@ from narwhal_sim import SimStartError
 from narwhal_sim._config import load_json, resolve_engines
 from narwhal_sim.cli import app
 from narwhal_sim.testing import start_sim_fleet
+from narwhal_store import load_fleet
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -68,7 +69,7 @@ def test_bad_time_scale_refused(tmp_path: Path, scale: str) -> None:
 def test_example_fleet_resolves() -> None:
     """examples/: a prefill/decode group on one device and a mixed engine on its own."""
     settings = resolve_engines(
-        load_json(EXAMPLES / "sim-fleet.json", "fleet"),
+        load_fleet(EXAMPLES / "sim-fleet.json"),
         load_json(EXAMPLES / "sim-config.json", "sim config"),
     )
     assert [(s.iid, s.role, s.port) for s in settings] == [

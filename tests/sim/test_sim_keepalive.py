@@ -13,6 +13,7 @@ import pytest
 from narwhal_sim import SimConfigError
 from narwhal_sim._config import resolve_engines
 from narwhal_sim.testing import SimFleet, fleet_document, sim_config, start_sim_fleet
+from narwhal_store import FleetConfig
 
 HEALTH = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
 
@@ -80,7 +81,7 @@ def test_a_request_on_a_connection_idle_past_the_bound_is_dropped_unanswered(
 def test_keep_alive_s_must_be_seconds(bad: object) -> None:
     doc = fleet_document([{"iid": "e0", "role": "mixed", "model": "m"}], {"e0": 18001})
     with pytest.raises(SimConfigError, match=r"engines\.e0\.keep_alive_s"):
-        resolve_engines(doc, sim_config({}, e0={"keep_alive_s": bad}))
+        resolve_engines(FleetConfig.model_validate(doc), sim_config({}, e0={"keep_alive_s": bad}))
 
 
 @pytest.mark.parametrize("bad", [-0.5, "1", True])

@@ -20,8 +20,9 @@ from narwhal_sim import (
     presets,
     tpot_s,
 )
-from narwhal_sim._config import resolve_engines
+from narwhal_sim._config import EngineSettings, resolve_engines
 from narwhal_sim._metrics import EngineStats, cache_config_labels, render_engine_metrics
+from narwhal_store import FleetConfig
 
 
 def test_tokenizer_stable_and_invertible() -> None:
@@ -100,10 +101,17 @@ def _fleet(**entry: object) -> dict[str, object]:
     }
 
 
+def _resolve(
+    fleet: dict[str, object], sim: dict[str, object] | None, preset: str | None = None
+) -> list[EngineSettings]:
+    """resolve_engines on the fleet document as load_fleet validates it."""
+    return resolve_engines(FleetConfig.model_validate(fleet), sim, preset=preset)
+
+
 def test_config_precedence() -> None:
     """preset < engine_contract < sim defaults < sim engine; the version picks the API style."""
     fleet = _fleet(engine_contract={"model": "x", "max_model_len": 8192, "version": "0.11.0"})
-    (s,) = resolve_engines(fleet, None)
+    (s,) = _resolve(fleet, None)
     assert (s.served_model_name, s.max_model_len, s.api_style, s.max_model_len_policy) == (
         "x",
         8192,
@@ -116,7 +124,7 @@ def test_config_precedence() -> None:
         "defaults": {"max_model_len": 4096},
         "engines": {"e": {"version": "0.33.0", "preset": "tiny"}},
     }
-    (t,) = resolve_engines(fleet, sim)
+    (t,) = _resolve(fleet, sim)
     assert (t.max_model_len, t.api_style, t.max_model_len_policy, t.preset.name) == (
         4096,
         "0.33",
@@ -134,10 +142,10 @@ def test_config_precedence() -> None:
         "defaults": {"preset": "h100-llama-3.1-8b"},
         "engines": {"f": {"preset": "tiny"}},
     }
-    by_cli = resolve_engines(two, sim_two, preset="overloaded")
+    by_cli = _resolve(two, sim_two, preset="overloaded")
     assert [s.preset.name for s in by_cli] == ["overloaded", "tiny"]  # --preset beats defaults only
     assert [s.kv_transfer_s_per_token for s in by_cli] == [2.5e-6, 2.5e-6]  # the default
-    (old,) = resolve_engines(_fleet(engine_contract={"version": "0.10.0"}), None)
+    (old,) = _resolve(_fleet(engine_contract={"version": "0.10.0"}), None)
     assert old.error_shape == "flat"
 
 
@@ -159,7 +167,7 @@ def test_config_precedence() -> None:
 def test_bad_sim_config_refused(sim: dict[str, object]) -> None:
     """Unknown keys, unknown iids, wrong versions and unknown presets are errors."""
     with pytest.raises(SimConfigError):
-        resolve_engines(_fleet(), sim)
+        _resolve(_fleet(), sim)
 
 
 def test_metrics_text_parses() -> None:

@@ -127,7 +127,8 @@ def test_help_tells_where_the_key_goes(cli: Cli) -> None:
 
 
 def test_every_drain_preset_has_its_gauges() -> None:
-    """The --drain-preset choices are the table's keys; the default is DESIGN's four gauges."""
+    """The --drain-preset choices are the table's keys; the default is docs/design.md §9's four
+    gauges."""
     assert set(DRAIN_PRESETS) == set(get_args(DrainPreset))
     assert DRAIN_PRESETS["narwhal-router"] == DEFAULT_GAUGES and DRAIN_PRESETS["none"] == ()
     assert all(DRAIN_PRESETS[p] for p in DRAIN_PRESETS if p != "none")

@@ -69,10 +69,17 @@ def test_run_keeps_its_launch_records_and_the_packages_it_ran(
         assert stat.S_IMODE(kept.lstat().st_mode) == 0o600 and kept.is_file()
     assert manifest.arguments["launch_records"] == [str(r) for r in records]
     assert manifest.packages == {
-        d: metadata.version(d) for d in ("narwhal-engine-client", "narwhal-store", "narwhal-trial")
+        d: metadata.version(d)
+        for d in ("narwhal-engine-client", "narwhal-fit", "narwhal-store", "narwhal-trial")
     }
     modules = {key.split("/", 1)[0] for key in manifest.helper_files}
-    assert modules == {"narwhal_engine_client", "narwhal_store", "narwhal_trial", "launcher"}
+    assert modules == {
+        "narwhal_engine_client",
+        "narwhal_fit",
+        "narwhal_store",
+        "narwhal_trial",
+        "launcher",
+    }
     assert manifest.helper_digest == helper_digest(helper_files(LAUNCHER))
 
 

@@ -71,7 +71,12 @@ def test_passing_rate_exits_0_with_complete_records(
     assert "launcher/load_trial.py" in manifest["helper_files"]
     assert manifest["helper_digest"] == helper_digest(helper_files(LAUNCHER))
     # the digest covers the engine client and the store too, each listed with its version
-    assert set(manifest["packages"]) == {"narwhal-engine-client", "narwhal-store", "narwhal-trial"}
+    assert set(manifest["packages"]) == {
+        "narwhal-engine-client",
+        "narwhal-fit",
+        "narwhal-store",
+        "narwhal-trial",
+    }
     assert any(key.startswith("narwhal_engine_client/") for key in manifest["helper_files"])
     assert manifest["workload_digest"] == hashlib.sha256(tiny_workload.read_bytes()).hexdigest()
     assert manifest["command"][1:3] == [str(LAUNCHER), "run"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from narwhal_trial import DestinationError
+from narwhal_trial import OutputPathError
 from narwhal_trial._files import atomic_write, create_exclusive, make_private_dir
 
 HOLDS = ("manifest.json", "requests.jsonl", "summary.json")
@@ -53,17 +53,17 @@ def test_existing_results_symlinks_and_files_are_refused(tmp_path: Path) -> None
     out = tmp_path / "rate-1"
     out.mkdir()
     (out / "summary.json").write_text("{}")
-    with pytest.raises(DestinationError, match=r"already holds summary\.json"):
+    with pytest.raises(OutputPathError, match=r"already holds summary\.json"):
         make_private_dir(out, holds=HOLDS)
     assert (out / "summary.json").read_text() == "{}"
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(DestinationError, match="symlink"):
+    with pytest.raises(OutputPathError, match="symlink"):
         make_private_dir(link, holds=HOLDS)
     assert not (tmp_path / "elsewhere").exists()
     plain = tmp_path / "plain"
     plain.write_text("x")
-    with pytest.raises(DestinationError, match="not a folder"):
+    with pytest.raises(OutputPathError, match="not a folder"):
         make_private_dir(plain, holds=HOLDS)
 
 

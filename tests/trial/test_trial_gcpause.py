@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from narwhal_trial._gcpause import gc_paused
+from narwhal_engine_client import gc_paused
 
 
 @pytest.mark.parametrize("enabled_before", [True, False])

@@ -23,13 +23,13 @@ from narwhal_trial._provenance import (
     helper_packages,
 )
 
-HELPER = ["narwhal-engine-client", "narwhal-store", "narwhal-trial"]
+HELPER = ["narwhal-engine-client", "narwhal-fit", "narwhal-store", "narwhal-trial"]
 
 
 def test_helper_packages_are_the_trial_and_the_narwhal_packages_it_requires() -> None:
-    """narwhal-trial, the engine client (it times every request and enforces the send deadline)
-    and the store (it writes the records), each at its installed version and where it is
-    imported from."""
+    """narwhal-trial, the engine client (it times every request and enforces the send deadline),
+    the store (it writes the records) and narwhal-fit (the store imports its form names), each at
+    its installed version and where it is imported from."""
     assert helper_dists() == HELPER
     packages = helper_packages()
     assert [(p.dist, p.module) for p in packages] == [(d, d.replace("-", "_")) for d in HELPER]

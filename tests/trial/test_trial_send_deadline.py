@@ -1,6 +1,6 @@
 """An offer the pacer dispatched on time but that could not reach the wire within ``--max-lag`` is a
-``client_schedule_miss``, never a late send (DESIGN §7: "cannot be sent within 50 ms of its due
-time ... is not sent").
+``client_schedule_miss``, never a late send (docs/design.md §9: an offer "not sent within 50 ms of
+its due time ... is not sent").
 
 The run is in-process so the engine client's connection step can be slowed for chosen offers: the
 pacer decides them on time, then the head would start 200 ms late.
@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from narwhal_engine_client._raw import RawStreamPool
+from narwhal_engine_client._transports.raw import RawStreamPool
 from narwhal_sim.testing import SimFleet
 from narwhal_trial import RunSettings, run_trial
 

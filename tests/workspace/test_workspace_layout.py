@@ -1,10 +1,12 @@
-"""The workspace keeps the layout DESIGN §1 and the design card fix."""
+"""The workspace keeps the layout docs/design.md §1 describes."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -20,11 +22,12 @@ PACKAGES = {
     "narwhal-sim": "narwhal_sim",
     "narwhal-report": "narwhal_report",
 }
-# Third-party dependencies each library may declare (the issue's "installs alone with only ...").
-ALLOWED_THIRD_PARTY = {
+# Dependencies each library may declare (the issue's "installs alone with only ..."); narwhal-store
+# also takes narwhal-fit's form names and gate figures (docs/design.md §1).
+ALLOWED_DEPENDENCIES = {
     "narwhal-engine-client": {"httpx", "prometheus-client"},
     "narwhal-fit": {"numpy", "scipy"},
-    "narwhal-store": {"pydantic", "orjson"},
+    "narwhal-store": {"narwhal-fit", "pydantic", "orjson"},
 }
 
 
@@ -47,7 +50,7 @@ def test_root_is_a_virtual_workspace() -> None:
 
 
 def test_exactly_the_seven_members_exist() -> None:
-    """packages/ holds the seven members of the design card and nothing else."""
+    """packages/ holds the seven members docs/design.md §1 names and nothing else."""
     found = {p.name for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file()}
     assert found == set(PACKAGES)
 
@@ -96,12 +99,12 @@ def test_internal_dependencies_are_ranges_wired_to_the_workspace(dist: str, modu
         assert sources[_dep_name(dep)] == {"workspace": True}
 
 
-@pytest.mark.parametrize("dist", sorted(ALLOWED_THIRD_PARTY))
+@pytest.mark.parametrize("dist", sorted(ALLOWED_DEPENDENCIES))
 def test_libraries_declare_only_their_stated_dependencies(dist: str) -> None:
     """The reusable libraries depend on exactly what their issue allows."""
     data = _pyproject(ROOT / "packages" / dist / "pyproject.toml")
     names = {_dep_name(d) for d in data["project"]["dependencies"]}  # type: ignore[index]
-    assert names <= ALLOWED_THIRD_PARTY[dist]
+    assert names <= ALLOWED_DEPENDENCIES[dist]
 
 
 def _imported_modules(src: Path) -> set[str]:
@@ -119,17 +122,30 @@ def _imported_modules(src: Path) -> set[str]:
 @pytest.mark.parametrize(("dist", "module"), sorted(PACKAGES.items()))
 def test_dependency_direction(dist: str, module: str) -> None:
     """Libraries never import CLIs, the report or the simulator; fit and store never import
-    httpx."""
+    httpx; store imports fit (its form names and gate figures) but never numpy or scipy, and fit
+    never imports store."""
     imported = _imported_modules(ROOT / "packages" / dist / "src")
     if dist != "narwhal-sim":
         assert "narwhal_sim" not in imported
-    # narwhal-report reads the trial's published record models (DESIGN §1); nothing imports it
+    # narwhal-report reads the trial's record models (docs/design.md §1); nothing imports it
     commands = {"narwhal_profile_cli", "narwhal_report"} | (
         set() if dist == "narwhal-report" else {"narwhal_trial"}
     )
     assert not imported & commands - {module}
     if dist in {"narwhal-fit", "narwhal-store"}:
         assert "httpx" not in imported
-        assert not imported & {"narwhal_engine_client", "narwhal_fit", "narwhal_store"} - {module}
+        assert not imported & {"narwhal_engine_client", "narwhal_store"} - {module}
+    if dist == "narwhal-store":
+        assert not imported & {"numpy", "scipy"}
     if dist == "narwhal-engine-client":
         assert not imported & {"narwhal_fit", "narwhal_store", "pydantic", "numpy"}
+
+
+def test_importing_the_store_loads_no_numerical_library() -> None:
+    """narwhal-store takes its form names and gate figures from narwhal-fit, whose numerical
+    libraries load with the first fit: ``import narwhal_store`` loads neither numpy nor scipy."""
+    probe = "import sys, narwhal_store; print(sorted({'numpy', 'scipy'} & set(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]", done.stdout

@@ -3,7 +3,7 @@
 Streaming completions with monotonic per-chunk timing (``EngineClient.stream_completion`` →
 ``StreamRecord``, over httpx or the opt-in raw HTTP/1.1 transport), ``/health``, ``/version``,
 ``/v1/models``, ``/tokenize``, ``/detokenize`` and parsed ``/metrics`` (``MetricsSnapshot``),
-plus the evidence documents of DESIGN §6 (``gather_identity``, ``gather_attestation``,
+plus the evidence documents of docs/design.md §6 (``gather_identity``, ``gather_attestation``,
 ``evidence_sha256``). Every error derives from ``EngineClientError`` (see ``_errors`` for the
 tree).
 """
@@ -30,8 +30,8 @@ from narwhal_engine_client._errors import (
 from narwhal_engine_client._evidence import evidence_sha256, gather_attestation, gather_identity
 from narwhal_engine_client._gcpause import gc_paused
 from narwhal_engine_client._metrics import MetricFamily, MetricSample, MetricsSnapshot
+from narwhal_engine_client._record import StreamRecord
 from narwhal_engine_client._replies import ModelCard, TokenizeResult, select_model
-from narwhal_engine_client._sse import StreamRecord
 
 __all__ = [
     "DEFAULT_KEEPALIVE_EXPIRY_S",

@@ -21,7 +21,7 @@ from narwhal_engine_client._errors import (
     http_error,
 )
 from narwhal_engine_client._metrics import MetricsSnapshot
-from narwhal_engine_client._raw import RawStreamPool
+from narwhal_engine_client._record import StreamRecord
 from narwhal_engine_client._replies import (
     ModelCard,
     TokenizeResult,
@@ -33,8 +33,8 @@ from narwhal_engine_client._replies import (
     parse_version,
 )
 from narwhal_engine_client._resend import send_with_resend
-from narwhal_engine_client._sse import StreamRecord
-from narwhal_engine_client._stream import run_stream
+from narwhal_engine_client._transports.httpx import run_stream
+from narwhal_engine_client._transports.raw import RawStreamPool
 
 _JSON = {"Content-Type": "application/json"}
 

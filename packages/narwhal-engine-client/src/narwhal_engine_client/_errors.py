@@ -108,6 +108,10 @@ class ContractMismatchError(EngineClientError):
         return (type(self), (self.key, self.expected, self.live))
 
 
+ERROR_BODY_LIMIT = 65536
+"""Bytes of a non-200 body read for its error message; the rest is not read."""
+
+
 def http_error(
     status: int, content: bytes, reason: str = "", url: str | None = None
 ) -> EngineHTTPError:
@@ -146,3 +150,8 @@ def _as_text(value: object) -> str | None:
     if value is None:
         return None
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of an exception (just the type when the message is empty)."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

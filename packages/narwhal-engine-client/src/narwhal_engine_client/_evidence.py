@@ -1,4 +1,4 @@
-"""Evidence documents (DESIGN §6): live process identity and verified engine attestation."""
+"""Evidence documents (docs/design.md §6): live process identity and verified engine attestation."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ def gc_paused() -> Iterator[None]:
     """Freeze and disable the cyclic GC for the block; restore it afterwards.
 
     No collection first: a full one over the imported libraries costs ~15 ms before the first
-    request (issue 15), and what garbage it would free is kept only until the block ends.
+    request, and what garbage it would free is kept only until the block ends.
     """
     was_enabled = gc.isenabled()
     gc.freeze()

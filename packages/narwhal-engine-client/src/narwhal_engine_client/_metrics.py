@@ -29,7 +29,7 @@ def _only_families(text: str, names: Collection[str]) -> str:
     names, ``_total`` and the like allowed): their ``# HELP``/``# TYPE`` lines and samples.
 
     A real vLLM page has hundreds of histogram lines; parsing only the few families a caller
-    watches keeps a reading to a fraction of a millisecond of client CPU (issue 15).
+    watches keeps a reading to a fraction of a millisecond of client CPU.
     """
     wanted = {_family_of(n) for n in names}
     prefixes = tuple(wanted)

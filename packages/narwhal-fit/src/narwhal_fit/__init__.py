@@ -12,15 +12,34 @@ Fits round-trip through plain dicts (``to_dict``/``from_dict``/:func:`load_fit`)
 numpy and scipy only; scipy is imported at the first fit, not with the package.
 """
 
-from ._bursts import BURST_FRACTION, burst_share
-from ._decode import DECODE_FORM, DecodeFit, DecodePoint, fit_decode
-from ._errors import FitConvergenceError, FitError, InsufficientDataError, NeedsMoreTokensError
-from ._gate import DEFAULT_MEAN_LIMIT, DEFAULT_WORST_LIMIT, GateVerdict, gate_prefill
-from ._prefill import PREFILL_FORM, PrefillFit, fit_prefill, median_by_length
-from ._registry import FORMS, load_fit
-from ._residuals import PointResidual
-from ._weighted import WEIGHTS
-from ._window import (
+from narwhal_fit._bursts import BURST_FRACTION, burst_share
+from narwhal_fit._decode import (
+    DECODE_COEFFICIENTS,
+    DECODE_FORM,
+    DecodeFit,
+    DecodePoint,
+    fit_decode,
+    tpot_batch_context_s,
+)
+from narwhal_fit._errors import (
+    FitConvergenceError,
+    FitError,
+    InsufficientDataError,
+    NeedsMoreTokensError,
+)
+from narwhal_fit._gate import DEFAULT_MEAN_LIMIT, DEFAULT_WORST_LIMIT, GateVerdict, gate_prefill
+from narwhal_fit._prefill import (
+    PREFILL_COEFFICIENTS,
+    PREFILL_FORM,
+    PrefillFit,
+    fit_prefill,
+    median_by_length,
+    ttft_quadratic_s,
+)
+from narwhal_fit._registry import FORMS, load_fit
+from narwhal_fit._residuals import PointResidual
+from narwhal_fit._weighted import WEIGHTS
+from narwhal_fit._window import (
     CohortTpot,
     DecodeWindow,
     StreamTimes,
@@ -31,10 +50,12 @@ from ._window import (
 
 __all__ = [
     "BURST_FRACTION",
+    "DECODE_COEFFICIENTS",
     "DECODE_FORM",
     "DEFAULT_MEAN_LIMIT",
     "DEFAULT_WORST_LIMIT",
     "FORMS",
+    "PREFILL_COEFFICIENTS",
     "PREFILL_FORM",
     "WEIGHTS",
     "CohortTpot",
@@ -58,4 +79,6 @@ __all__ = [
     "gate_prefill",
     "load_fit",
     "median_by_length",
+    "tpot_batch_context_s",
+    "ttft_quadratic_s",
 ]

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from ._errors import InsufficientDataError
-from ._window import DecodeWindow
+from narwhal_fit._errors import InsufficientDataError
+from narwhal_fit._window import DecodeWindow
 
 __all__ = ["BURST_FRACTION", "burst_share"]
 

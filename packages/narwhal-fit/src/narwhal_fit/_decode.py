@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import ArrayLike, NDArray
 
-from ._document import (
+from narwhal_fit._document import (
     check_keys,
     get_int,
     get_list,
@@ -25,9 +25,9 @@ from ._document import (
     read_header,
     write_document,
 )
-from ._errors import FitError, InsufficientDataError
-from ._inputs import positive_int, positive_time
-from ._residuals import (
+from narwhal_fit._errors import FitError, InsufficientDataError
+from narwhal_fit._inputs import positive_int, positive_time
+from narwhal_fit._residuals import (
     PointResidual,
     check_predictions,
     check_summary,
@@ -36,14 +36,34 @@ from ._residuals import (
     summarize,
 )
 
-__all__ = ["DECODE_FORM", "DecodeFit", "DecodePoint", "fit_decode"]
+__all__ = [
+    "DECODE_COEFFICIENTS",
+    "DECODE_FORM",
+    "DecodeFit",
+    "DecodePoint",
+    "fit_decode",
+    "tpot_batch_context_s",
+]
 
 DECODE_FORM: Final = "tpot-batch-context-v1"
 """Form name of the decode fit: ``tpot_s(n, ctx) = d0 + d1*n + d2*n*ctx``, coefficients >= 0."""
 
+DECODE_COEFFICIENTS: Final = ("d0", "d1", "d2")
+"""Its coefficients' names, in seconds: d0 (fixed), d1 (per stream), d2 (per stream and token)."""
+
 FIT_VERSION: Final = 1
-_COEFFICIENTS: Final = ("d0", "d1", "d2")
+_COEFFICIENTS: Final = DECODE_COEFFICIENTS
 _X_NAMES: Final = ["concurrency", "ctx"]
+
+
+def tpot_batch_context_s(
+    coefficients: Mapping[str, float], concurrency: float, ctx: float
+) -> float:
+    """``d0 + d1*n + d2*n*ctx`` seconds for ``concurrency`` streams at mean context ``ctx`` (form
+    ``tpot-batch-context-v1``; the one place its formula is written, for fits and documents)."""
+    c = coefficients
+    n = float(concurrency)
+    return c["d0"] + c["d1"] * n + c["d2"] * n * float(ctx)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +100,7 @@ class DecodeFit:
 
     def predict(self, concurrency: float, ctx: float) -> float:
         """Predicted TPOT in seconds for ``concurrency`` streams at mean context ``ctx`` tokens."""
-        c = self.coefficients
-        n = float(concurrency)
-        return c["d0"] + c["d1"] * n + c["d2"] * n * float(ctx)
+        return tpot_batch_context_s(self.coefficients, concurrency, ctx)
 
     def predict_many(self, concurrency: ArrayLike, ctx: ArrayLike) -> NDArray[np.float64]:
         """Predicted TPOTs in seconds; ``concurrency`` and ``ctx`` broadcast against each other."""

@@ -9,11 +9,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from ._errors import FitError
-from ._weighted import METHOD, WEIGHTS
+from narwhal_fit._errors import FitError
+from narwhal_fit._weighted import METHOD, WEIGHTS
 
 if TYPE_CHECKING:
-    from ._residuals import PointResidual
+    from narwhal_fit._residuals import PointResidual
 
 __all__ = [
     "FIT_KEYS",

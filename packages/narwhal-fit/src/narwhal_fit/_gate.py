@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from ._prefill import PrefillFit
+from narwhal_fit._prefill import PrefillFit
 
 __all__ = ["DEFAULT_MEAN_LIMIT", "DEFAULT_WORST_LIMIT", "GateVerdict", "gate_prefill"]
 

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-from ._errors import InsufficientDataError
+from narwhal_fit._errors import InsufficientDataError
 
 __all__ = ["positive_int", "positive_time", "positive_times"]
 

@@ -10,10 +10,17 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import ArrayLike, NDArray
 
-from ._document import check_keys, get_int, get_list, get_mapping, read_header, write_document
-from ._errors import FitError, InsufficientDataError
-from ._inputs import positive_int, positive_time, positive_times
-from ._residuals import (
+from narwhal_fit._document import (
+    check_keys,
+    get_int,
+    get_list,
+    get_mapping,
+    read_header,
+    write_document,
+)
+from narwhal_fit._errors import FitError, InsufficientDataError
+from narwhal_fit._inputs import positive_int, positive_time, positive_times
+from narwhal_fit._residuals import (
     PointResidual,
     check_predictions,
     check_summary,
@@ -22,14 +29,32 @@ from ._residuals import (
     summarize,
 )
 
-__all__ = ["PREFILL_FORM", "PrefillFit", "fit_prefill", "median_by_length"]
+__all__ = [
+    "PREFILL_COEFFICIENTS",
+    "PREFILL_FORM",
+    "PrefillFit",
+    "fit_prefill",
+    "median_by_length",
+    "ttft_quadratic_s",
+]
 
 PREFILL_FORM: Final = "ttft-quadratic-v1"
 """Form name of the prefill fit: ``ttft_s(L) = a + b*L + c*L**2``, coefficients >= 0."""
 
+PREFILL_COEFFICIENTS: Final = ("a", "b", "c")
+"""Its coefficients' names, in seconds: a (fixed), b (per token), c (per token squared)."""
+
 FIT_VERSION: Final = 1
-_COEFFICIENTS: Final = ("a", "b", "c")
+_COEFFICIENTS: Final = PREFILL_COEFFICIENTS
 _MIN_LENGTHS: Final = 3
+
+
+def ttft_quadratic_s(coefficients: Mapping[str, float], length: float) -> float:
+    """``a + b*L + c*L**2`` seconds for a prompt of ``length`` tokens (form ``ttft-quadratic-v1``;
+    the one place its formula is written, for fits and for stored fit documents alike)."""
+    c = coefficients
+    x = float(length)
+    return c["a"] + c["b"] * x + c["c"] * x * x
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +78,7 @@ class PrefillFit:
 
     def predict(self, length: float) -> float:
         """Predicted TTFT in seconds for an input of ``length`` tokens."""
-        c = self.coefficients
-        x = float(length)
-        return c["a"] + c["b"] * x + c["c"] * x * x
+        return ttft_quadratic_s(self.coefficients, length)
 
     def predict_many(self, lengths: ArrayLike) -> NDArray[np.float64]:
         """Predicted TTFTs in seconds, elementwise over ``lengths`` (any array shape)."""

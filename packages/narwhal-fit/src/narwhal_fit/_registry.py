@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
-from ._decode import DECODE_FORM, DecodeFit
-from ._errors import FitError
-from ._prefill import PREFILL_FORM, PrefillFit
+from narwhal_fit._decode import DECODE_FORM, DecodeFit
+from narwhal_fit._errors import FitError
+from narwhal_fit._prefill import PREFILL_FORM, PrefillFit
 
 __all__ = ["FORMS", "load_fit"]
 

@@ -11,9 +11,9 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-from ._document import check_keys, get_int, get_list, get_number
-from ._errors import FitError
-from ._weighted import nnls_relative
+from narwhal_fit._document import check_keys, get_int, get_list, get_number
+from narwhal_fit._errors import FitError
+from narwhal_fit._weighted import nnls_relative
 
 __all__ = [
     "PointResidual",

@@ -8,7 +8,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-from ._errors import FitConvergenceError
+from narwhal_fit._errors import FitConvergenceError
 
 __all__ = ["METHOD", "WEIGHTS", "nnls_relative"]
 

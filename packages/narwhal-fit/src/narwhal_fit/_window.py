@@ -1,6 +1,6 @@
 """Decode-window helpers: the overlap window of a cohort and its TPOT, counting tokens.
 
-Definitions (DESIGN §4):
+Definitions (docs/design.md §4):
 
 * A stream's token times are one timestamp (integer nanoseconds, any monotonic clock shared by
   the cohort) per output token, non-decreasing. A chunk that carried k tokens contributes its
@@ -25,9 +25,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._decode import DecodePoint
-from ._errors import InsufficientDataError, NeedsMoreTokensError
-from ._inputs import positive_int
+from narwhal_fit._decode import DecodePoint
+from narwhal_fit._errors import InsufficientDataError, NeedsMoreTokensError
+from narwhal_fit._inputs import positive_int
 
 __all__ = [
     "CohortTpot",

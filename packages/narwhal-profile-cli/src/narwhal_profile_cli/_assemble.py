@@ -1,4 +1,4 @@
-"""Turn one engine's measurements into its store profile and sidecar entry (DESIGN §7)."""
+"""Turn one engine's measurements into its store profile and sidecar entry (docs/design.md §7)."""
 
 from __future__ import annotations
 

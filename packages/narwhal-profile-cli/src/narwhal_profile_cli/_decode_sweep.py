@@ -1,4 +1,5 @@
-"""The decode sweep (DESIGN §4): cohorts of n streams started together, TPOT in the overlap window.
+"""The decode sweep (docs/design.md §4): cohorts of n streams started together, TPOT in their
+overlap window.
 
 A cohort whose window is too short, or during which the engine's metrics show waiting requests or KV
 exhaustion, is recorded as invalid with its reason and left out of the fit. Every stream's chunk

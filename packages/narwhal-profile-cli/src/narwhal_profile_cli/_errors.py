@@ -1,4 +1,4 @@
-"""Errors of the ``narwhal-profile`` command, each carrying its exit code (DESIGN §8).
+"""Errors of the ``narwhal-profile`` command, each carrying its exit code (docs/design.md §8).
 
 ProfileError                 root; exit 1 unless a subclass says otherwise
 ├── ProfileUsageError        exit 2: bad option values, conflicting modes, bad fleet/limits,

@@ -1,4 +1,4 @@
-"""Evidence (DESIGN §6): identity or verified attestation, read before and after each sweep.
+"""Evidence (docs/design.md §6): identity or verified attestation, read before and after each sweep.
 
 A profile is bound to the evidence read before its sweep; the evidence read after must be the same
 document (same generation, contract still holding), else the engine's samples are discarded.

@@ -1,4 +1,5 @@
-"""The live sweep (DESIGN §4, §6, §7): select, preflight all, then measure and write each engine.
+"""The live sweep (docs/design.md §4, §6, §7): select, preflight all, then measure and write each
+engine.
 
 Engines are measured group by group (``_parallel``: up to ``--parallel-groups`` GPU groups at
 once, one engine per group at a time); ``_writer`` rewrites the store after each engine, so an
@@ -23,7 +24,7 @@ from narwhal_profile_cli._errors import ProfileAbortError, ProfileError, Profile
 from narwhal_profile_cli._evidence import check_unchanged, read_evidence
 from narwhal_profile_cli._groups import GroupUnit, group_units, shard_store_path, shard_units
 from narwhal_profile_cli._neighbours import NeighbourSettings
-from narwhal_profile_cli._options import ScaleOut, SweepSettings
+from narwhal_profile_cli._options import ScaleOut, SweepOptions
 from narwhal_profile_cli._parallel import run_groups
 from narwhal_profile_cli._prefill_sweep import fit_and_gate, ramp_estimate, run_prefill, warm_up
 from narwhal_profile_cli._preflight import EnginePlan, check_health, preflight
@@ -90,7 +91,7 @@ async def run_live(
     *,
     only: Sequence[str],
     limits: LimitsFile | None,
-    sweep: SweepSettings,
+    sweep: SweepOptions,
     colocation: NeighbourSettings | None,
     overwrite: bool,
     progress: Progress,
@@ -179,7 +180,7 @@ async def run_live(
 
 async def _measure(
     plan: EnginePlan,
-    sweep: SweepSettings,
+    sweep: SweepOptions,
     ids: RequestIds,
     progress: Progress,
     clock_ns: Callable[[], int],

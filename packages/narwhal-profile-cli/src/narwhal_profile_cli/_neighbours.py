@@ -1,4 +1,4 @@
-"""Colocated neighbour traffic (DESIGN §4): open-loop load on a target's shared-GPU peers.
+"""Colocated neighbour traffic (docs/design.md §4): open-loop load on a target's shared-GPU peers.
 
 While a target engine is measured, every other engine in its ``shared_device.group`` receives
 open-loop traffic by its own role: prefill neighbours ``prefill_rps`` requests of

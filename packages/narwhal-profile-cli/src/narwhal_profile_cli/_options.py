@@ -1,4 +1,4 @@
-"""Option values: parsed and validated before any mode is selected (reference, DESIGN §8).
+"""Option values: parsed and validated before any mode is selected (reference, docs/design.md §8).
 
 Every check here is a usage error (exit 2) whose message names the option and the offending value.
 """
@@ -7,49 +7,38 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from narwhal_profile_cli._bounds import (
+    MAX_DECODE_CONCURRENCY,
+    MAX_DECODE_REPEATS,
+    MAX_DECODE_TOKENS,
+    MAX_LIST_VALUES,
+    MAX_PREFILL_REPEATS,
+    MAX_RATE,
+    MAX_TOKENS,
+    MIN_DECODE_CONCURRENCY,
+    MIN_DECODE_INPUT_LENS,
+    MIN_DECODE_REPEATS,
+    MIN_DECODE_TOKENS,
+    MIN_PREFILL_LENS,
+    MIN_PREFILL_REPEATS,
+)
+from narwhal_profile_cli._command_line import RawOptions as RawOptions
 from narwhal_profile_cli._errors import ProfileUsageError
 
 OutputFormat = Literal["text", "json"]
-
-DEFAULT_PREFILL_LENS = "256,512,1024,2048,4096,8192,12288,16384"
-DEFAULT_DECODE_INPUT_LENS = "512,4096,8192"
-DEFAULT_DECODE_CONCURRENCY = "1,4,16,48"
-DEFAULT_DECODE_TOKENS = "64"
-DEFAULT_PREFILL_REPEATS = "3"
-DEFAULT_DECODE_REPEATS = "1"
-
-# The reference's minimums: distinct values a list must hold, and the smallest scalar values.
-MIN_PREFILL_LENS = 3
-MIN_DECODE_INPUT_LENS = 2
-MIN_DECODE_CONCURRENCY = 2
-MIN_DECODE_TOKENS = 3
-MIN_PREFILL_REPEATS = 3
-MIN_DECODE_REPEATS = 1
-
-# Upper bounds (README "Bounds"), checked before any engine is contacted: a value past them is a
-# typo or a request no engine could serve (vLLM's max_num_seqs tops out at 1024 on the largest GPUs;
-# token counts beyond 2^20 exceed every served context), and it would otherwise build one request
-# body per stream or repeat before any engine could refuse it.
-MAX_TOKENS = 1_048_576  # prompt lengths, decode tokens, neighbour token counts
-MAX_DECODE_CONCURRENCY = 1024
-MAX_DECODE_TOKENS = 65_536
-MAX_PREFILL_REPEATS = 100
-MAX_DECODE_REPEATS = 100
-MAX_LIST_VALUES = 64  # distinct values in one list option
-MAX_RATE = 1000.0  # neighbour requests per second
 
 _INTEGER = re.compile(r"\+?[0-9]+")
 _FORMATS: tuple[OutputFormat, ...] = ("text", "json")
 
 
 @dataclass(frozen=True, slots=True)
-class SweepSettings:
-    """The live sweep's candidate points and counts, as supplied (before any engine's limits)."""
+class SweepOptions:
+    """The sweep options as supplied: candidate points and counts, before any engine's limits
+    (what a sweep actually used is the store's ``SweepSettings``)."""
 
     prefill_lens: tuple[int, ...]
     decode_input_lens: tuple[int, ...]
@@ -115,7 +104,7 @@ class ProfileOptions:
     out: Path | None
     limits: Path | None
     overwrite: bool
-    sweep: SweepSettings
+    sweep: SweepOptions
     colocated: bool
     neighbours: NeighbourValues
     scale: ScaleOut = field(default_factory=lambda: ScaleOut())
@@ -233,39 +222,10 @@ def _maybe_path(raw: str | None) -> Path | None:
     return _path(raw)
 
 
-@dataclass(frozen=True, slots=True)
-class RawOptions:
-    """The command line as typer hands it over: strings, so every check can name its option."""
-
-    output_format: str = "text"
-    fleet: str | None = None
-    only: Sequence[str] = ()
-    refit_samples: str | None = None
-    merge: Sequence[str] = ()
-    out: str | None = None
-    limits: str | None = None
-    overwrite: bool = False
-    prefill_lens: str = DEFAULT_PREFILL_LENS
-    decode_input_lens: str = DEFAULT_DECODE_INPUT_LENS
-    decode_concurrency: str = DEFAULT_DECODE_CONCURRENCY
-    decode_tokens: str = DEFAULT_DECODE_TOKENS
-    prefill_repeats: str = DEFAULT_PREFILL_REPEATS
-    decode_repeats: str = DEFAULT_DECODE_REPEATS
-    colocated: bool = False
-    neighbour_prefill_rps: str | None = None
-    neighbour_decode_rps: str | None = None
-    neighbour_prefill_tokens: str | None = None
-    neighbour_decode_input_tokens: str | None = None
-    neighbour_decode_output_tokens: str | None = None
-    parallel_groups: str | None = None
-    shard: str | None = None
-    keepalive_expiry: str | None = None
-
-
 def validate(raw: RawOptions) -> ProfileOptions:
     """Check every supplied value (in every mode) and return the typed options."""
     parse_format(raw.output_format)  # the command layer picks the format itself, also on errors
-    sweep = SweepSettings(
+    sweep = SweepOptions(
         prefill_lens=parse_int_list(
             "--prefill-lens", raw.prefill_lens, min_distinct=MIN_PREFILL_LENS
         ),
@@ -308,17 +268,17 @@ def validate(raw: RawOptions) -> ProfileOptions:
             "--neighbour-decode-output-tokens", raw.neighbour_decode_output_tokens
         ),
     )
-    only = tuple(raw.only)
+    only, merge = tuple(raw.only or ()), tuple(raw.merge or ())
     for iid in only:
         if not iid.strip():
             raise ProfileUsageError("--only: an empty engine id was given")
-    if len(raw.merge) != len(set(raw.merge)):
+    if len(merge) != len(set(merge)):
         raise ProfileUsageError("--merge: the same store is named more than once")
     return ProfileOptions(
         fleet=_maybe_path(raw.fleet),
         only=only,
         refit_samples=_maybe_path(raw.refit_samples),
-        merge=tuple(_path(p) for p in raw.merge),
+        merge=tuple(_path(p) for p in merge),
         out=_maybe_path(raw.out),
         limits=_maybe_path(raw.limits),
         overwrite=raw.overwrite,
@@ -350,7 +310,7 @@ def _maybe_int(option: str, raw: str | None) -> int | None:
 MAX_KEEPALIVE_S = 3600.0
 """The longest ``--keepalive-expiry`` accepted, seconds."""
 
-# Scale-out (issue 15): GPU groups measured side by side, and a share of the fleet per machine.
+# Scale-out: GPU groups measured side by side, and a share of the fleet per machine.
 MAX_PARALLEL_GROUPS = 256
 _SHARD = re.compile(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*")
 

@@ -1,8 +1,8 @@
 """Fitting TTFT medians and applying the reference's prefill gates (live sweep and refit).
 
-The representative fit must pass 20% mean error and 50% worst-point error, else the profile
-aborts (exit 1) with the reference's wording and code ``prefill_mean_error`` or
-``prefill_worst_error``.
+The representative fit must pass narwhal-fit's ``gate_prefill`` (its ``DEFAULT_MEAN_LIMIT`` mean
+and ``DEFAULT_WORST_LIMIT`` worst-point error), else the profile aborts (exit 1) with the
+reference's wording and code ``prefill_mean_error`` or ``prefill_worst_error``.
 """
 
 from __future__ import annotations
@@ -59,9 +59,13 @@ def gated_prefill_fit(
     figures = f"mean {verdict.mean:.1%}, worst {verdict.worst:.1%} at {worst_at} tokens"
     exceeded = []
     if verdict.mean > verdict.mean_limit:
-        exceeded.append("the representative prefill fit exceeds 20% mean error")
+        exceeded.append(
+            f"the representative prefill fit exceeds {verdict.mean_limit:.0%} mean error"
+        )
     if verdict.worst > verdict.worst_limit:
-        exceeded.append("the representative prefill fit exceeds 50% worst-point error")
+        exceeded.append(
+            f"the representative prefill fit exceeds {verdict.worst_limit:.0%} worst-point error"
+        )
     code = "prefill_mean_error" if verdict.mean > verdict.mean_limit else "prefill_worst_error"
     raise ProfileAbortError(f"{subject}: {'; '.join(exceeded)} ({figures})", engine=iid, code=code)
 

@@ -1,7 +1,8 @@
-"""The prefill sweep (DESIGN §4): one request at a time, ``max_tokens = 1``, every raw TTFT kept.
+"""The prefill sweep (docs/design.md §4): one request at a time, ``max_tokens = 1``, every raw
+TTFT kept.
 
 The fit uses each length's median; the representative fit must pass the reference's gates
-(20% mean error, 50% worst-point error), else the run aborts.
+(narwhal-fit's ``gate_prefill``, ``_prefill_gate``), else the run aborts.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Preflight (DESIGN §4): every selected engine is checked before any engine is measured.
+"""Preflight (docs/design.md §4): every selected engine is checked before any engine is measured.
 
 Health is HTTP 200; ``/v1/models`` and ``/tokenize`` agree on a positive ``max_model_len``; the
 evidence can be read (and, with ``engine_contract``, holds); the sweep points that survive the
@@ -18,14 +18,14 @@ from narwhal_engine_client import (
     select_model,
     token_counting,
 )
-from narwhal_profile_cli._errors import ProfileAbortError
-from narwhal_profile_cli._evidence import read_evidence
-from narwhal_profile_cli._options import (
+from narwhal_profile_cli._bounds import (
     MIN_DECODE_CONCURRENCY,
     MIN_DECODE_INPUT_LENS,
     MIN_PREFILL_LENS,
-    SweepSettings,
 )
+from narwhal_profile_cli._errors import ProfileAbortError
+from narwhal_profile_cli._evidence import read_evidence
+from narwhal_profile_cli._options import SweepOptions
 from narwhal_profile_cli._prompts import MIN_POOL, POOL_TEXT, token_pool
 from narwhal_store import EngineEntry
 
@@ -70,7 +70,7 @@ class EnginePlan:
         return "identity" if self.contract is None else "attestation"
 
 
-def kept_points(sweep: SweepSettings, max_model_len: int, limit: int | None) -> SweepPoints:
+def kept_points(sweep: SweepOptions, max_model_len: int, limit: int | None) -> SweepPoints:
     """Apply the live ``max_model_len`` and the ``max_num_seqs`` limit to the candidate points.
 
     Prefill keeps ``L + 1 <= max_model_len`` (one output token); decode keeps input lengths with
@@ -88,7 +88,7 @@ def kept_points(sweep: SweepSettings, max_model_len: int, limit: int | None) -> 
     return SweepPoints(prefill, inputs, concurrency, limit)
 
 
-def check_points(iid: str, sweep: SweepSettings, points: SweepPoints, max_model_len: int) -> None:
+def check_points(iid: str, sweep: SweepOptions, points: SweepPoints, max_model_len: int) -> None:
     """Abort when the engine's limits leave fewer points than the reference's minimums."""
     problems: list[str] = []
     if len(points.prefill_lens) < MIN_PREFILL_LENS:
@@ -190,7 +190,7 @@ async def _version(client: EngineClient) -> str | None:
 
 
 async def preflight(
-    entry: EngineEntry, client: EngineClient, sweep: SweepSettings, limit: int | None
+    entry: EngineEntry, client: EngineClient, sweep: SweepOptions, limit: int | None
 ) -> EnginePlan:
     """Everything checked before measuring: probe, evidence (contract) and the surviving points."""
     probe = await probe_engine(entry, client)

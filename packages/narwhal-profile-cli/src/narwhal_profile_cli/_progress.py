@@ -1,4 +1,7 @@
-"""Progress on stderr (engine, phase, point, ETA), only when stderr is a terminal (DESIGN §8)."""
+"""Progress on stderr (engine, phase, point, ETA), only when stderr is a terminal.
+
+docs/design.md §8.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exact-length prompts of fresh random token ids (DESIGN §4 "Prompts").
+"""Exact-length prompts of fresh random token ids (docs/design.md §4 "Prompts").
 
 The pool is the set of distinct ordinary token ids of a fixed public-domain text, as the
 engine's own ``/tokenize`` returns them (no special tokens). Each prompt draws its ids from that

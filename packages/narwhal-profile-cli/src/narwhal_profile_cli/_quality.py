@@ -1,10 +1,11 @@
-"""Fit quality on screen (issue 12): each profile's prefill and decode errors, and a warning
+"""Fit quality on screen: each profile's prefill and decode errors, and a warning
 naming the worst point and its likely cause when a decode fit is beyond the bounds.
 
-The seed gates only the prefill fit; a decode fit beyond 20% mean or 50% worst-point relative
-error is stored (the exit code stays 0) but warned about here, and ``load_trial.py check`` refuses
-it. Bursty delivery (the engine's API server flushing several steps at once) is named whenever a
-cohort's share of burst intervals reaches ``BURSTY_SHARE``.
+The seed gates only the prefill fit; a decode fit beyond the same figures (narwhal-store's
+``DECODE_MEAN_BOUND`` mean and ``DECODE_WORST_BOUND`` worst-point relative error) is stored (the
+exit code stays 0) but warned about here, and ``load_trial.py check`` refuses it. Bursty delivery
+(the engine's API server flushing several steps at once) is named whenever a cohort's share of
+burst intervals reaches ``BURSTY_SHARE``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The command's result (DESIGN §8): success lines (text) or one ``narwhal.profile.result``."""
+"""The command's result (docs/design.md §8): success lines, or one ``narwhal.profile.result``."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import Literal
 from narwhal_profile_cli._assemble import EngineMeasurement, Measured, assemble, documents
 from narwhal_profile_cli._colocation import ColocationPlan
 from narwhal_profile_cli._errors import ProfileError, ProfileUsageError
-from narwhal_profile_cli._options import ScaleOut, SweepSettings
+from narwhal_profile_cli._options import ScaleOut, SweepOptions
 from narwhal_profile_cli._quality import decode_warnings
 from narwhal_store import DestinationError, LoadedFleet, StoreError, write_store
 
@@ -58,7 +58,7 @@ class StoreWriter:
         path: Path,
         state: LiveState,
         overwrite: bool,
-        sweep: SweepSettings,
+        sweep: SweepOptions,
         scale: ScaleOut,
         colocations: dict[str, ColocationPlan],
     ) -> None:

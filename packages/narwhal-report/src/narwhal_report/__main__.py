@@ -1,5 +1,5 @@
 """``python -m narwhal_report``: the same entry point as the ``narwhal-report`` script."""
 
-from narwhal_report._cli import main
+from narwhal_report.cli import main
 
 main()

@@ -137,7 +137,8 @@ def profile_section(loaded: LoadedStore, profile: Profile, ident: str) -> Sectio
             prefill_figure(profile, samples),
             "Prefill: TTFT against prompt length. Dots: every "
             "request; squares: each length's median (what the fit uses); line: the fit. Below: "
-            "each median's relative residual against the gate's 20% mean and 50% worst bounds.",
+            f"each median's relative residual against the gate's {MEAN_GATE:.0%} mean and "
+            f"{WORST_GATE:.0%} worst bounds.",
         ),
         figure(
             decode_figure(profile, samples),

@@ -5,9 +5,9 @@ Library entry points used by tests and benchmarks: the latency presets and the m
 fleet as a subprocess. The command is ``narwhal-sim`` (``python -m narwhal_sim``).
 """
 
-from ._errors import SimConfigError, SimError, SimStartError
-from ._faults import Faults, HttpErrorFault
-from ._presets import (
+from narwhal_sim._errors import SimConfigError, SimError, SimStartError
+from narwhal_sim._faults import Faults, HttpErrorFault
+from narwhal_sim._presets import (
     DEFAULT_PRESET,
     Preset,
     decode_step_s,
@@ -17,7 +17,7 @@ from ._presets import (
     presets,
     tpot_s,
 )
-from ._tokenizer import BOS_ID, EOS_ID, VOCAB_SIZE, decode, encode
+from narwhal_sim._tokenizer import BOS_ID, EOS_ID, VOCAB_SIZE, decode, encode
 
 __all__ = [
     "BOS_ID",

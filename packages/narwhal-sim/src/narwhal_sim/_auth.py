@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import os
 
-from ._http import Request
+from narwhal_sim._http import Request
 
 UNAUTHORIZED = b'{"error":"Unauthorized"}'
 """vLLM's 401 body for a missing or wrong key."""

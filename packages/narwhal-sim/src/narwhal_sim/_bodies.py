@@ -6,9 +6,9 @@ from typing import Any
 
 import orjson
 
-from . import _tokenizer as tok
-from ._completions import CompletionParams
-from ._config import EngineSettings
+from narwhal_sim import _tokenizer as tok
+from narwhal_sim._completions import CompletionParams
+from narwhal_sim._config import EngineSettings
 
 
 def fingerprint(settings: EngineSettings) -> str:

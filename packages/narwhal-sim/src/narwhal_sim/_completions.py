@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from . import _tokenizer as tok
-from ._config import EngineSettings, version_tuple
+from narwhal_sim import _tokenizer as tok
+from narwhal_sim._config import EngineSettings, version_tuple
 
 
 class ApiError(Exception):

@@ -1,4 +1,4 @@
-"""Reading the fleet file (leniently) and the ``narwhal.sim`` config into engine settings."""
+"""The ``narwhal.sim`` config, and each engine's settings from it and a validated fleet."""
 
 from __future__ import annotations
 
@@ -14,18 +14,22 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from narwhal_store import PathAccessError, creation_problem, lstat_or_none
-
-from ._errors import SimConfigError
-from ._faults import Faults
-from ._http import KEEP_ALIVE_S
-from ._presets import Preset, get_preset
+from narwhal_sim._errors import SimConfigError
+from narwhal_sim._faults import Faults
+from narwhal_sim._http import KEEP_ALIVE_S
+from narwhal_sim._presets import Preset, get_preset
+from narwhal_store import (
+    EngineEntry,
+    FleetConfig,
+    LoadedFleet,
+    PathAccessError,
+    creation_problem,
+    lstat_or_none,
+)
 
 SIM_FORMAT = "narwhal.sim"
-FLEET_FORMAT = "narwhal.fleet"
 API_STYLES = ("0.11", "0.33")
 COALESCE_MODES = ("merge", "burst")
-_IID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 # keys allowed in the sim config's "defaults" and per-engine tables
 ENGINE_KEYS = frozenset(
@@ -231,74 +235,74 @@ def check_sim_config(sim: Any) -> dict[str, Any]:
 
 
 def resolve_engines(
-    fleet: Any,
+    fleet: LoadedFleet | FleetConfig,
     sim: Mapping[str, Any] | None,
     *,
     preset: str | None = None,
     allow_non_loopback: bool = False,
 ) -> list[EngineSettings]:
-    """Settings of every fleet engine: preset < engine_contract < sim defaults < sim engine.
+    """Settings of every engine of a fleet ``narwhal_store.load_fleet`` validated: preset <
+    engine_contract < sim defaults < sim engine. The simulator's own limits on top of the fleet
+    format (http only, an explicit port, loopback unless allowed, one engine per address) are
+    errors naming the fleet file (when given a ``LoadedFleet``) and the engine's JSON path.
 
     ``preset`` (the ``--preset`` option) overrides the sim defaults' preset, not an engine's own.
     """
-    if not isinstance(fleet, dict) or fleet.get("format") != FLEET_FORMAT:
-        raise SimConfigError(f'fleet: expected a JSON object with "format": "{FLEET_FORMAT}"')
-    entries = fleet.get("engines")
-    if not isinstance(entries, list) or not entries:
-        raise SimConfigError("fleet engines: expected a non-empty list")
+    if isinstance(fleet, LoadedFleet):
+        config, where = fleet.config, f"fleet {fleet.path}: "
+    else:
+        config, where = fleet, "fleet "
     sim = check_sim_config(sim) if sim is not None else {}
-    known = {e.get("iid") for e in entries if isinstance(e, dict)}
-    stray = set(sim.get("engines") or {}) - known
+    stray = set(sim.get("engines") or {}) - set(config.iids())
     if stray:
         raise SimConfigError(
             f"sim config engines: iid(s) not in the fleet: {', '.join(sorted(stray))}"
         )
     out: list[EngineSettings] = []
-    seen_ports: set[tuple[str, int]] = set()
-    for i, entry in enumerate(entries):
-        settings = _resolve_one(entry, i, sim, preset, allow_non_loopback)
-        if (settings.host, settings.port) in seen_ports:
-            raise SimConfigError(f"fleet engines[{i}].url: {settings.url} is used twice")
-        seen_ports.add((settings.host, settings.port))
+    first: dict[tuple[str, int], int] = {}
+    for i, entry in enumerate(config.engines):
+        host, port = _address(entry, f"{where}engines[{i}].url", allow_non_loopback)
+        settings = _resolve_one(entry, host, port, sim, preset)
+        if (host, port) in first:
+            raise SimConfigError(
+                f"{where}engines[{i}].url: {settings.url} is used twice "
+                f"(first at engines[{first[host, port]}])"
+            )
+        first[host, port] = i
         out.append(settings)
-    if len({s.iid for s in out}) != len(out):
-        raise SimConfigError("fleet engines: iids must be unique")
     return out
 
 
-def _resolve_one(
-    entry: Any, i: int, sim: Mapping[str, Any], preset_name: str | None, allow_non_loopback: bool
-) -> EngineSettings:
-    where = f"fleet engines[{i}]"
-    if not isinstance(entry, dict):
-        raise SimConfigError(f"{where}: expected an object")
-    iid = entry.get("iid")
-    if not isinstance(iid, str) or not _IID.match(iid):
-        raise SimConfigError(f"{where}.iid: expected [A-Za-z0-9][A-Za-z0-9._-]*, got {iid!r}")
-    url = urlsplit(str(entry.get("url", "")))
+def _address(entry: EngineEntry, where: str, allow_non_loopback: bool) -> tuple[str, int]:
+    """The host and port the simulator serves ``entry`` on (the fleet format allows more)."""
+    url = urlsplit(entry.url)
     if url.scheme != "http" or not url.hostname or not url.port:
         raise SimConfigError(
-            f"{where}.url: the simulator serves http://HOST:PORT URLs, got {entry.get('url')!r}"
+            f"{where}: the simulator serves http://HOST:PORT URLs, got {entry.url!r}"
         )
     if not allow_non_loopback and not is_loopback(url.hostname):
-        raise SimConfigError(
-            f"{where}.url: {url.hostname} is not loopback (use --allow-non-loopback)"
-        )
-    role = entry.get("role")
-    if role not in ("prefill", "decode", "mixed"):
-        raise SimConfigError(f"{where}.role: expected prefill, decode or mixed, got {role!r}")
-    shared = entry.get("shared_device") or {}
-    group = shared.get("group") if isinstance(shared, dict) else None
-    contract = entry.get("engine_contract") or {}
+        raise SimConfigError(f"{where}: {url.hostname} is not loopback (use --allow-non-loopback)")
+    return url.hostname, url.port
+
+
+def _resolve_one(
+    entry: EngineEntry,
+    host: str,
+    port: int,
+    sim: Mapping[str, Any],
+    preset_name: str | None,
+) -> EngineSettings:
+    iid = entry.iid
     table: dict[str, Any] = {}
-    if isinstance(contract, dict):
-        table.update({_CONTRACT_KEYS[k]: v for k, v in contract.items() if k in _CONTRACT_KEYS})
-        if isinstance(contract.get("prefix_caching"), bool):
-            table["prefix_caching"] = contract["prefix_caching"]
-        if "block_size" in contract:
-            table["block_size"] = contract["block_size"]
-    if isinstance(entry.get("model"), str):
-        table["served_model_name"] = entry["model"]
+    if entry.engine_contract is not None:
+        given = entry.engine_contract.model_dump(exclude_unset=True)  # a null as written
+        table.update({_CONTRACT_KEYS[k]: v for k, v in given.items() if k in _CONTRACT_KEYS})
+        if isinstance(given.get("prefix_caching"), bool):
+            table["prefix_caching"] = given["prefix_caching"]
+        if "block_size" in given:
+            table["block_size"] = given["block_size"]
+    if entry.model is not None:
+        table["served_model_name"] = entry.model
     sim_table = _engine_table(sim, iid)
     faults_patch = sim_table.pop("faults")
     table.update(sim_table)
@@ -341,10 +345,10 @@ def _resolve_one(
         raise SimConfigError(f"sim config engines.{iid}.faults: {exc}") from exc
     return EngineSettings(
         iid=iid,
-        host=url.hostname,
-        port=url.port,
-        role=role,
-        group=str(group) if group else f"solo:{iid}",
+        host=host,
+        port=port,
+        role=entry.role,
+        group=entry.gpu_group or f"solo:{iid}",
         served_model_name=served,
         model_root=str(table.get("model_root") or preset.model),
         preset=preset,
@@ -365,7 +369,7 @@ def _resolve_one(
         prefix_caching=bool(table.get("prefix_caching", False)),
         error_shape=shape,
         gpu_memory_utilization=float(table.get("gpu_memory_utilization", 0.9)),
-        api_key_env=entry.get("api_key_env") if isinstance(entry.get("api_key_env"), str) else None,
+        api_key_env=entry.api_key_env,
         faults=faults,
         coalesce_steps=_positive("coalesce_steps", table.get("coalesce_steps", 1), iid),
         coalesce_mode=_coalesce_mode(table.get("coalesce_mode", "merge"), iid),

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from ._errors import SimConfigError
+from narwhal_sim._errors import SimConfigError
 
 _HTTP_ERROR_STATUSES = (429, 500, 503)
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import orjson
 
-from ._auth import env_key
-from ._config import EngineSettings, base_url
-from ._engine import SimEngine
-from ._errors import SimStartError
-from ._router import Backend, Router
-from ._scheduler import Device
+from narwhal_sim._auth import env_key
+from narwhal_sim._config import EngineSettings, base_url
+from narwhal_sim._engine import SimEngine
+from narwhal_sim._errors import SimStartError
+from narwhal_sim._router import Backend, Router
+from narwhal_sim._scheduler import Device
 
 
 @dataclass(slots=True)

@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from . import _tokenizer as tok
-from ._completions import ApiError, check_model
-from ._config import EngineSettings
+from narwhal_sim import _tokenizer as tok
+from narwhal_sim._completions import ApiError, check_model
+from narwhal_sim._config import EngineSettings
 
 
 def model_list(settings: EngineSettings, max_model_len: int | None) -> bytes:

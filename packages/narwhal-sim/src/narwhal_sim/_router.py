@@ -37,10 +37,10 @@ from typing import IO, Any
 
 import orjson
 
-from ._auth import UNAUTHORIZED, authorized
-from ._http import HttpServer, Request, Responder
-from ._metrics import render_gauges
-from ._upstream import UpstreamError, send
+from narwhal_sim._auth import UNAUTHORIZED, authorized
+from narwhal_sim._http import HttpServer, Request, Responder
+from narwhal_sim._metrics import render_gauges
+from narwhal_sim._upstream import UpstreamError, send
 
 _FORWARD_HEADERS = ("x-request-id", "content-type", "accept")
 _NOT_FOUND = b'{"detail":"Not Found"}'

@@ -14,8 +14,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ._presets import Preset
-from ._scheduler import Device, EngineScheduler, SimRequest, StepObserver
+from narwhal_sim._presets import Preset
+from narwhal_sim._scheduler import Device, EngineScheduler, SimRequest, StepObserver
 
 T = TypeVar("T")
 

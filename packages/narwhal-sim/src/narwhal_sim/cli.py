@@ -11,10 +11,8 @@ from typing import Annotated, Literal
 
 import typer
 
-from narwhal_store import StoreError, load_fleet
-
-from ._auth import env_key
-from ._config import (
+from narwhal_sim._auth import env_key
+from narwhal_sim._config import (
     check_file_destination,
     check_journal,
     is_loopback,
@@ -22,10 +20,11 @@ from ._config import (
     resolve_engines,
     split_hostport,
 )
-from ._errors import SimError
-from ._fleet import RouterSettings, serve
-from ._presets import DEFAULT_PRESET, get_preset, presets
-from ._router import ROUTER_OMITS
+from narwhal_sim._errors import SimError
+from narwhal_sim._fleet import RouterSettings, serve
+from narwhal_sim._presets import DEFAULT_PRESET, get_preset, presets
+from narwhal_sim._router import ROUTER_OMITS
+from narwhal_store import StoreError, load_fleet
 
 app = typer.Typer(
     name="narwhal-sim",
@@ -155,14 +154,13 @@ def up(
         except KeyError as exc:
             raise _fail(exc.args[0]) from None
     try:
-        load_fleet(fleet)  # the fleet format exactly as narwhal-profile reads it (every error)
+        loaded = load_fleet(fleet)  # the fleet format exactly as narwhal-profile reads it
     except StoreError as exc:
         raise _fail(f"--fleet: {exc}") from None
     try:
-        fleet_doc = load_json(fleet, "fleet file")
         sim_doc = load_json(sim_config, "sim config") if sim_config is not None else None
         settings = resolve_engines(
-            fleet_doc, sim_doc, preset=preset, allow_non_loopback=allow_non_loopback
+            loaded, sim_doc, preset=preset, allow_non_loopback=allow_non_loopback
         )
         router_settings = None
         if router is not None:

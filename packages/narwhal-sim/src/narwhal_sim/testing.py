@@ -37,9 +37,9 @@ from typing import Any
 
 import orjson
 
-from ._errors import SimConfigError, SimStartError
-from ._fleet import write_atomic
-from ._virtual import TokenStamps, VirtualClockLoop, VirtualGpu, run_on_virtual_clock
+from narwhal_sim._errors import SimConfigError, SimStartError
+from narwhal_sim._fleet import write_atomic
+from narwhal_sim._virtual import TokenStamps, VirtualClockLoop, VirtualGpu, run_on_virtual_clock
 
 __all__ = [
     "SimFleet",

@@ -3,8 +3,9 @@
 Strict pydantic models for the four file formats (``narwhal.fleet``, ``narwhal.limits``,
 ``narwhal.profiles``, ``narwhal.samples``), loaders whose errors name the file and the JSON path,
 canonical JSON and SHA-256 provenance, crash-safe symlink-refusing writes of a store with its
-sidecar (and of any single file), verified reads, merges and JSON Schemas. Depends on pydantic
-and orjson only.
+sidecar (and of any single file), verified reads, merges and JSON Schemas. Depends on pydantic,
+orjson and narwhal-fit (its fit-form names and gate figures only: importing narwhal_store loads
+neither numpy nor scipy).
 """
 
 from narwhal_store._atomic import write_file_atomic
@@ -18,7 +19,7 @@ from narwhal_store._errors import (
     PathAccessError,
     StoreError,
 )
-from narwhal_store._fields import PENDING_SHA256, Generator
+from narwhal_store._fields import PENDING_SHA256, ClosedModel, Generator
 from narwhal_store._fleet import (
     EngineContract,
     EngineEntry,
@@ -69,7 +70,7 @@ from narwhal_store._samples import (
     Source,
     SweepSettings,
 )
-from narwhal_store._schemas import json_schemas, write_schemas
+from narwhal_store._schemas import SchemaSet, json_schemas, write_schemas
 from narwhal_store._write import WrittenStore, check_destination, finish_pending, write_store
 
 __all__ = [
@@ -81,6 +82,7 @@ __all__ = [
     "PREFILL_FORM",
     "AppliedLimits",
     "Binding",
+    "ClosedModel",
     "Colocation",
     "DecodeFitDoc",
     "DecodeSample",
@@ -113,6 +115,7 @@ __all__ = [
     "Remeasured",
     "SamplesRef",
     "SamplesSidecar",
+    "SchemaSet",
     "SharedDevice",
     "Source",
     "StoreError",

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from ._errors import DestinationError, StoreError
+from narwhal_store._errors import DestinationError, StoreError
 
 __all__ = ["Folder", "check_folder", "check_target", "write_file_atomic"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from ._fields import PENDING_SHA256, Generator, Mode
-from ._profiles import Profile, ProfileStore, SamplesRef
-from ._samples import ProfileSamples, SamplesSidecar, Source
+from narwhal_store._fields import PENDING_SHA256, Generator, Mode
+from narwhal_store._profiles import Profile, ProfileStore, SamplesRef
+from narwhal_store._samples import ProfileSamples, SamplesSidecar, Source
 
 __all__ = ["new_documents"]
 

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 __all__ = [
     "IID_PATTERN",
     "PENDING_SHA256",
+    "ClosedModel",
     "Generator",
     "Iid",
     "LocatedValueError",
@@ -68,11 +69,18 @@ def _check_timestamp(value: str) -> str:
 Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
 
 
-class StrictModel(BaseModel):
+class ClosedModel(BaseModel):
+    """Base of every narwhal file format: unknown keys are errors. Values are validated in
+    pydantic's default (lax) mode; :class:`StrictModel` narrows that for the store's formats."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class StrictModel(ClosedModel):
     """Strict base: unknown keys are errors, no type coercion (ints are accepted as floats),
     NaN and infinities refused."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=False)
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, frozen=False)
 
 
 class Generator(StrictModel):

@@ -1,4 +1,4 @@
-"""The fleet config (``narwhal.fleet``, DESIGN §3), its loader, role splits and profile keys."""
+"""The fleet config (``narwhal.fleet``, docs/design.md §3): loader, role splits, profile keys."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
-from ._errors import StoreError
-from ._fields import (
+from narwhal_store._errors import StoreError
+from narwhal_store._fields import (
     Iid,
     LocatedValueError,
     NonNegFloat,
@@ -20,8 +20,8 @@ from ._fields import (
     SecretValueError,
     StrictModel,
 )
-from ._loading import load_model
-from ._profiles import ProfileKey
+from narwhal_store._loading import load_model
+from narwhal_store._profiles import ProfileKey
 
 __all__ = [
     "EngineContract",
@@ -77,7 +77,7 @@ class SharedDevice(StrictModel):
 
 
 class EngineContract(StrictModel):
-    """Expected live facts (DESIGN §6); each key set is compared with the engine's live value.
+    """Expected live facts (docs/design.md §6); each key set is compared with the live value.
 
     ``model``, ``root``, ``max_model_len`` and ``version`` come from ``/v1/models`` and
     ``/version``; ``prefix_caching`` is compared with the ``enable_prefix_caching`` label of

@@ -1,14 +1,14 @@
-"""The limits file (``narwhal.limits``, DESIGN §3): per-engine ``max_num_seqs``."""
+"""The limits file (``narwhal.limits``, docs/design.md §3): per-engine ``max_num_seqs``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
 
-from ._errors import FormatError
-from ._fields import Iid, PosInt, StrictModel
-from ._fleet import FleetConfig, LoadedFleet, fleet_config
-from ._loading import json_path, load_model
+from narwhal_store._errors import FormatError
+from narwhal_store._fields import Iid, PosInt, StrictModel
+from narwhal_store._fleet import FleetConfig, LoadedFleet, fleet_config
+from narwhal_store._loading import json_path, load_model
 
 __all__ = ["EngineLimits", "LimitsFile", "load_limits"]
 

@@ -11,9 +11,9 @@ import orjson
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from ._canonical import sha256_hex
-from ._errors import FormatError
-from ._fields import LocatedValueError, SecretValueError
+from narwhal_store._canonical import sha256_hex
+from narwhal_store._errors import FormatError
+from narwhal_store._fields import LocatedValueError, SecretValueError
 
 __all__ = [
     "format_validation_error",

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._canonical import canonical_json, sha256_hex
-from ._documents import new_documents
-from ._errors import MergeError, StoreError
-from ._fields import Generator
-from ._fleet import LoadedFleet
-from ._profiles import Profile, ProfileStore
-from ._read import LoadedStore, read_store
-from ._samples import ProfileSamples, SamplesSidecar, Source
+from narwhal_store._canonical import canonical_json, sha256_hex
+from narwhal_store._documents import new_documents
+from narwhal_store._errors import MergeError, StoreError
+from narwhal_store._fields import Generator
+from narwhal_store._fleet import LoadedFleet
+from narwhal_store._profiles import Profile, ProfileStore
+from narwhal_store._read import LoadedStore, read_store
+from narwhal_store._samples import ProfileSamples, SamplesSidecar, Source
 
 __all__ = ["evidence_problem", "merge_stores"]
 

@@ -1,4 +1,4 @@
-"""The profile store (``narwhal.profiles``, DESIGN §7): profile keys, bindings, fits, the store."""
+"""The profile store (``narwhal.profiles``, docs/design.md §7): keys, bindings, fits, the store."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
-from ._fields import (
+from narwhal_fit import (
+    DECODE_COEFFICIENTS,
+    DECODE_FORM,
+    PREFILL_COEFFICIENTS,
+    PREFILL_FORM,
+    tpot_batch_context_s,
+    ttft_quadratic_s,
+)
+from narwhal_store._fields import (
     Generator,
     Iid,
     LocatedValueError,
@@ -37,9 +45,7 @@ __all__ = [
     "check_unique_keys",
 ]
 
-PREFILL_FORM = "ttft-quadratic-v1"
-DECODE_FORM = "tpot-batch-context-v1"
-_FORM_COEFFICIENTS = {PREFILL_FORM: ("a", "b", "c"), DECODE_FORM: ("d0", "d1", "d2")}
+_FORM_COEFFICIENTS = {PREFILL_FORM: PREFILL_COEFFICIENTS, DECODE_FORM: DECODE_COEFFICIENTS}
 _SUMMARY_NUMBERS = ("mean_rel_error", "worst_rel_error")
 
 
@@ -87,7 +93,7 @@ def check_unique_keys(keys: Sequence[ProfileKey]) -> None:
 
 
 class Binding(StrictModel):
-    """What the profile is bound to (DESIGN §6).
+    """What the profile is bound to (docs/design.md §6).
 
     ``sha256`` is the SHA-256 of the canonical JSON of the evidence document (the sidecar's
     ``evidence.before``, which ``evidence.after`` must equal); ``generation`` is the identity
@@ -160,8 +166,7 @@ class PrefillFitDoc(FitDoc):
         """Predicted TTFT in seconds at ``length`` prompt tokens (``ttft-quadratic-v1`` only)."""
         if self.form != PREFILL_FORM:
             raise ValueError(f"ttft_s() knows form {PREFILL_FORM}, not {self.form}")
-        c = self.coefficients
-        return c["a"] + c["b"] * length + c["c"] * length * length
+        return ttft_quadratic_s(self.coefficients, length)
 
 
 class DecodeFitDoc(FitDoc):
@@ -171,8 +176,7 @@ class DecodeFitDoc(FitDoc):
         """Predicted TPOT in seconds (form ``tpot-batch-context-v1`` only)."""
         if self.form != DECODE_FORM:
             raise ValueError(f"tpot_s() knows form {DECODE_FORM}, not {self.form}")
-        c = self.coefficients
-        return c["d0"] + c["d1"] * concurrency + c["d2"] * concurrency * ctx
+        return tpot_batch_context_s(self.coefficients, concurrency, ctx)
 
 
 class Colocation(StrictModel):

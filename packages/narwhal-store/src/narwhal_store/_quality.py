@@ -1,8 +1,9 @@
 """How well a stored fit describes its samples, and the bounds a decode fit is trusted within.
 
-The seed gates only the prefill fit (20% mean, 50% worst-point relative error: narwhal-fit's
-``gate_prefill``). A decode fit beyond the same bounds is stored, but the profiler warns about it
-and ``load_trial.py check`` refuses it, so a bad decode fit never silently feeds a trial.
+The seed gates only the prefill fit (narwhal-fit's ``gate_prefill``, at its ``DEFAULT_MEAN_LIMIT``
+mean and ``DEFAULT_WORST_LIMIT`` worst-point relative error). A decode fit beyond the same figures
+is stored, but the profiler warns about it and ``load_trial.py check`` refuses it, so a bad decode
+fit never silently feeds a trial.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from ._profiles import FitDoc
+from narwhal_fit import DEFAULT_MEAN_LIMIT, DEFAULT_WORST_LIMIT
+from narwhal_store._profiles import FitDoc
 
 __all__ = [
     "BURSTY_SHARE",
@@ -20,10 +22,11 @@ __all__ = [
     "decode_fit_suspect",
 ]
 
-DECODE_MEAN_BOUND: Final = 0.20
-"""A decode fit whose mean relative error exceeds this is suspect."""
-DECODE_WORST_BOUND: Final = 0.50
-"""A decode fit whose worst-point relative error exceeds this is suspect."""
+DECODE_MEAN_BOUND: Final = DEFAULT_MEAN_LIMIT
+"""A decode fit whose mean relative error exceeds this (the prefill gate's figure) is suspect."""
+DECODE_WORST_BOUND: Final = DEFAULT_WORST_LIMIT
+"""A decode fit whose worst-point relative error exceeds this (the prefill gate's figure) is
+suspect."""
 BURSTY_SHARE: Final = 0.25
 """A decode cohort with at least this share of burst intervals in its window (the sidecar's
 ``burst_share``) was delivered in bursts: the engine's API server flushed several steps at once."""

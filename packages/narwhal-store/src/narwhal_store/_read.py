@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ._canonical import canonical_json, sha256_hex
-from ._errors import FormatError, IntegrityError
-from ._loading import parse_json, read_json, validate_doc
-from ._paths import pending_sidecar_name, sidecar_path
-from ._profiles import Profile, ProfileKey, ProfileStore
-from ._samples import ProfileSamples, SamplesSidecar
+from narwhal_store._canonical import canonical_json, sha256_hex
+from narwhal_store._errors import FormatError, IntegrityError
+from narwhal_store._loading import parse_json, read_json, validate_doc
+from narwhal_store._paths import pending_sidecar_name, sidecar_path
+from narwhal_store._profiles import Profile, ProfileKey, ProfileStore
+from narwhal_store._samples import ProfileSamples, SamplesSidecar
 
 __all__ = ["LoadedStore", "read_sidecar", "read_store", "samples_digest"]
 

@@ -1,4 +1,4 @@
-"""The sample sidecar (``narwhal.samples``, DESIGN §7): evidence, settings and every raw timing."""
+"""The sample sidecar (``narwhal.samples``, docs/design.md §7): evidence, settings, raw timings."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, StringConstraints, model_validator
 
-from ._fields import (
+from narwhal_store._fields import (
     Generator,
     Iid,
     LocatedValueError,
@@ -20,7 +20,7 @@ from ._fields import (
     StrictModel,
     Timestamp,
 )
-from ._profiles import DecodeFitDoc, ProfileKey, check_unique_keys
+from narwhal_store._profiles import DecodeFitDoc, ProfileKey, check_unique_keys
 
 __all__ = [
     "AppliedLimits",

@@ -29,14 +29,14 @@ from typing import Any, Literal
 
 import orjson
 
-from ._atomic import Folder, check_folder, check_target
-from ._canonical import canonical_json, sha256_hex
-from ._errors import FormatError, IntegrityError, StoreError
-from ._loading import validate_doc
-from ._paths import PENDING_SUFFIX, pending_sidecar_name, sidecar_path
-from ._profiles import ProfileStore
-from ._read import read_store, samples_digest
-from ._samples import SamplesSidecar
+from narwhal_store._atomic import Folder, check_folder, check_target
+from narwhal_store._canonical import canonical_json, sha256_hex
+from narwhal_store._errors import FormatError, IntegrityError, StoreError
+from narwhal_store._loading import validate_doc
+from narwhal_store._paths import PENDING_SUFFIX, pending_sidecar_name, sidecar_path
+from narwhal_store._profiles import ProfileStore
+from narwhal_store._read import read_store, samples_digest
+from narwhal_store._samples import SamplesSidecar
 
 __all__ = ["WrittenStore", "check_destination", "dump_document", "finish_pending", "write_store"]
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ._schemas import write_schemas
+from narwhal_store._schemas import write_schemas
 
 __all__ = ["main"]
 

@@ -10,11 +10,11 @@ and its highest passing rate from the profiles in virtual time, contacting nothi
 """
 
 from narwhal_trial._access import DEFAULT_API_KEY_ENV, ApiKeyEnv
-from narwhal_trial._check import CheckItem, run_checks
+from narwhal_trial._check import run_checks
 from narwhal_trial._drain import DEFAULT_GAUGES, DRAIN_PRESETS, wait_drained
 from narwhal_trial._errors import (
-    DestinationError,
     DrainError,
+    OutputPathError,
     PrepareError,
     ReadError,
     TrialError,
@@ -33,6 +33,7 @@ from narwhal_trial._predict import (
 )
 from narwhal_trial._prediction import Prediction
 from narwhal_trial._prepare import build_workload, seed_token_ids
+from narwhal_trial._profile_domain import CheckItem
 from narwhal_trial._reconcile import Reconciliation, read_journal, read_requests, reconcile
 from narwhal_trial._records import (
     STATUSES,
@@ -67,13 +68,13 @@ __all__ = [
     "STATUSES",
     "ApiKeyEnv",
     "CheckItem",
-    "DestinationError",
     "Distribution",
     "DrainError",
     "EngineModel",
     "FleetModel",
     "LoadedWorkload",
     "Manifest",
+    "OutputPathError",
     "OutsideDomainError",
     "PredictRequest",
     "Prediction",

@@ -8,8 +8,9 @@
    ``input_tokens`` within the prefill fit's ``[min_len, max_len]``; decode targets
    (``decode``/``mixed``) have ``input_tokens`` within the decode fit's ``input_lens`` range, or,
    without ``input_lens``, the mean decode context ``input + output/2`` within
-   ``[ctx_min, ctx_max]``. A decode target's decode fit must also be within 20% mean and 50%
-   worst-point relative error (the bounds the profiler warns at); its figures are shown.
+   ``[ctx_min, ctx_max]``. A decode target's decode fit must also be within narwhal-store's
+   ``DECODE_MEAN_BOUND`` mean and ``DECODE_WORST_BOUND`` worst-point relative error (the bounds the
+   profiler warns at); its figures are shown (``_profile_domain``, shared with ``predict``).
 3. Prefix caching is off on each engine according to its own ``vllm:cache_config_info``
    (``enable_prefix_caching``), and in each launch record given as a file (the ``vllm serve``
    command line must hold ``--no-enable-prefix-caching`` and no later ``--enable-prefix-caching``;
@@ -21,42 +22,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from narwhal_engine_client import EngineClient, EngineClientError
-from narwhal_store import (
-    DECODE_MEAN_BOUND,
-    DECODE_WORST_BOUND,
-    DecodeFitDoc,
-    FitQuality,
-    LoadedFleet,
-    LoadedStore,
-    Profile,
-    StoreError,
-    decode_fit_suspect,
-    load_fleet,
-    profile_key,
-    read_store,
-)
+from narwhal_store import LoadedFleet, Profile, StoreError, load_fleet, read_store
 from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._errors import TrialError, TrialUsageError
 from narwhal_trial._launch import LaunchRecord, prefix_caching_off, read_launch_records
 from narwhal_trial._prepare import live_max_model_len
+from narwhal_trial._profile_domain import CheckItem, accepted_profile, domain_items
 from narwhal_trial._workload import Workload, load_workload
 
 _FALSE = {"false", "0", "no", "off"}
-
-
-@dataclass(frozen=True, slots=True)
-class CheckItem:
-    """One check: what was checked, whether it passed, and the detail."""
-
-    subject: str
-    what: str
-    ok: bool
-    detail: str
 
 
 def launch_record_item(record: LaunchRecord) -> CheckItem:
@@ -82,65 +59,6 @@ def launch_record_items(records: Sequence[LaunchRecord]) -> list[CheckItem]:
 def profile_items(iid: str, role: str, profile: Profile, workload: Workload) -> list[CheckItem]:
     """The profile-domain checks of one engine's accepted profile."""
     return domain_items(iid, role, profile, workload.input_tokens, workload.output_tokens)
-
-
-def domain_items(iid: str, role: str, profile: Profile, n_in: int, n_out: int) -> list[CheckItem]:
-    """The profile-domain checks of one engine's accepted profile for an ``n_in``/``n_out``
-    shape (also what ``predict`` refuses to extrapolate beyond)."""
-    items: list[CheckItem] = []
-    if role in ("prefill", "mixed"):
-        dom = profile.prefill_fit.domain
-        lo, hi = dom.get("min_len"), dom.get("max_len")
-        ok = isinstance(lo, int) and isinstance(hi, int) and lo <= n_in <= hi
-        items.append(
-            CheckItem(iid, "prefill domain", ok, f"input {n_in} tokens, profile [{lo}, {hi}]")
-        )
-    if role in ("decode", "mixed"):
-        fit = profile.decode_fit
-        if fit is None:
-            items.append(CheckItem(iid, "decode domain", False, "the profile has no decode fit"))
-            return items
-        items.append(_decode_item(iid, fit.domain, n_in, n_out))
-        items.append(_decode_quality_item(iid, fit))
-    return items
-
-
-def _decode_quality_item(iid: str, fit: DecodeFitDoc) -> CheckItem:
-    """The decode fit must be within 20% mean and 50% worst-point relative error, so that a fit
-    the profiler warned about never silently feeds a trial."""
-    what = "decode fit quality"
-    quality = FitQuality.of(fit)
-    if quality is None:
-        return CheckItem(iid, what, False, "the decode fit records no relative errors")
-    figures = (
-        f"mean relative error {quality.mean_rel_error:.1%}, worst {quality.worst_rel_error:.1%} "
-        f"at (concurrency, ctx) {list(quality.worst_point)}; bounds {DECODE_MEAN_BOUND:.0%} / "
-        f"{DECODE_WORST_BOUND:.0%}"
-    )
-    why = decode_fit_suspect(quality)
-    if why is not None:
-        return CheckItem(iid, what, False, f"{figures}: {why}; re-profile this engine")
-    return CheckItem(iid, what, True, figures)
-
-
-def _decode_item(iid: str, dom: dict[str, Any], n_in: int, n_out: int) -> CheckItem:
-    lens = dom.get("input_lens")
-    if isinstance(lens, list) and lens:
-        ok = min(lens) <= n_in <= max(lens)
-        return CheckItem(
-            iid, "decode domain", ok, f"input {n_in} tokens, profile input lengths {lens}"
-        )
-    lo, hi = dom.get("ctx_min"), dom.get("ctx_max")
-    ctx = n_in + n_out / 2
-    ok = isinstance(lo, int | float) and isinstance(hi, int | float) and lo <= ctx <= hi
-    return CheckItem(iid, "decode domain", ok, f"mean context {ctx:g}, profile [{lo}, {hi}]")
-
-
-def accepted_profile(store: LoadedStore, fleet: LoadedFleet, iid: str) -> Profile | str:
-    """The store's profile for the engine's current fleet key, or why there is none."""
-    key = profile_key(fleet, iid)
-    found = [p for p in store.store.find(iid) if p.key.ident() == key.ident()]
-    return found[0] if found else f"none for {key.label()}"
 
 
 async def _engine_items(

@@ -10,7 +10,7 @@ TrialError              root; exit 1 (a blocking error, runbook table)
 │   │                   unusable fleet, store or limits files (as the command line's own usage
 │   │                   errors, which exit 1 too)
 │   └── OutsideDomainError (``_predict``) predict refuses to extrapolate beyond the profiles
-├── DestinationError    an ``--out`` that is a symlink, a file, already holds anything, or lies
+├── OutputPathError     an ``--out`` that is a symlink, a file, already holds anything, or lies
 │                       where it cannot be created (an unwritable or unenterable folder)
 ├── WorkloadError       an unreadable or invalid workload, or one the engine cannot serve
 ├── DrainError          no drain gauge on the metrics page, or no drain in time
@@ -40,7 +40,7 @@ class TrialUsageError(TrialError):
     """
 
 
-class DestinationError(TrialError):
+class OutputPathError(TrialError):
     """An ``--out`` refused: a symlink, not a folder, not empty, or not creatable (exit 1).
 
     Not exit 2: the runbook sends an operator who sees 2 to the ``summary.json`` in ``--out``,

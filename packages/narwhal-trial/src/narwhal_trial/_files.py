@@ -14,7 +14,7 @@ from narwhal_store import (
     lstat_or_none,
     write_file_atomic,
 )
-from narwhal_trial._errors import DestinationError
+from narwhal_trial._errors import OutputPathError
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -35,26 +35,26 @@ def read_regular(path: Path) -> bytes:
 
 
 def _reach(path: Path, flag: str) -> os.stat_result | None:
-    """``lstat_or_none`` for a destination: a failure is a DestinationError naming the path."""
+    """``lstat_or_none`` for a destination: a failure is an OutputPathError naming the path."""
     try:
         return lstat_or_none(path)
     except PathAccessError as exc:
-        raise DestinationError(f"refusing {flag} {path}: {exc.reason}") from exc
+        raise OutputPathError(f"refusing {flag} {path}: {exc.reason}") from exc
 
 
 def _creatable_in(path: Path, flag: str) -> None:
-    """Refuse (DestinationError) a ``path`` that does not exist yet and could not be created where
+    """Refuse (OutputPathError) a ``path`` that does not exist yet and could not be created where
     it is asked for (``narwhal_store.creation_problem``)."""
     try:
         problem = creation_problem(path)
     except PathAccessError as exc:
-        raise DestinationError(f"refusing {flag} {path}: {exc.reason}") from exc
+        raise OutputPathError(f"refusing {flag} {path}: {exc.reason}") from exc
     if problem is not None:
-        raise DestinationError(f"refusing {flag} {path}: {problem}")
+        raise OutputPathError(f"refusing {flag} {path}: {problem}")
 
 
 def check_fresh_dir(path: Path, *, holds: tuple[str, ...], flag: str = "--out") -> bool:
-    """Refuse (DestinationError) a destination that is a symlink, not a folder, not empty, or
+    """Refuse (OutputPathError) a destination that is a symlink, not a folder, not empty, or
     that cannot be reached or created (a folder on its way that cannot be entered or written).
 
     Returns True when an empty folder is already there. ``holds`` names the files a finished result
@@ -65,29 +65,29 @@ def check_fresh_dir(path: Path, *, holds: tuple[str, ...], flag: str = "--out") 
         _creatable_in(path, flag)
         return False
     if stat.S_ISLNK(info.st_mode):
-        raise DestinationError(f"refusing {flag} {path}: it is a symlink")
+        raise OutputPathError(f"refusing {flag} {path}: it is a symlink")
     if not stat.S_ISDIR(info.st_mode):
-        raise DestinationError(f"refusing {flag} {path}: it exists and is not a folder")
+        raise OutputPathError(f"refusing {flag} {path}: it exists and is not a folder")
     try:
         present = sorted(p.name for p in path.iterdir())
     except OSError as exc:
-        raise DestinationError(
+        raise OutputPathError(
             f"refusing {flag} {path}: cannot list it ({exc.strerror or exc})"
         ) from exc
     if present:
         found = [name for name in holds if name in present]
         what = f"already holds {', '.join(found)}" if found else "is not empty"
-        raise DestinationError(f"refusing {flag} {path}: it {what}; choose a new folder")
+        raise OutputPathError(f"refusing {flag} {path}: it {what}; choose a new folder")
     if not os.access(path, os.W_OK | os.X_OK):
-        raise DestinationError(f"refusing {flag} {path}: the folder is not writable")
+        raise OutputPathError(f"refusing {flag} {path}: the folder is not writable")
     return True
 
 
 def check_fresh_file(path: Path, *, flag: str) -> None:
-    """Refuse (DestinationError) a new file's destination that already exists (a symlink too), or
+    """Refuse (OutputPathError) a new file's destination that already exists (a symlink too), or
     that cannot be reached or created. Nothing is changed."""
     if _reach(path, flag) is not None:
-        raise DestinationError(f"refusing {flag} {path}: it already exists")
+        raise OutputPathError(f"refusing {flag} {path}: it already exists")
     _creatable_in(path, flag)
 
 
@@ -109,9 +109,9 @@ def make_private_dir(path: Path, *, holds: tuple[str, ...]) -> None:
         path.mkdir(mode=DIR_MODE)
         path.chmod(DIR_MODE, follow_symlinks=False)
     except FileExistsError as exc:
-        raise DestinationError(f"refusing --out {path}: it appeared while starting") from exc
+        raise OutputPathError(f"refusing --out {path}: it appeared while starting") from exc
     except OSError as exc:
-        raise DestinationError(f"cannot create --out {path}: {exc.strerror or exc}") from exc
+        raise OutputPathError(f"cannot create --out {path}: {exc.strerror or exc}") from exc
 
 
 def atomic_write(path: Path, data: bytes) -> None:

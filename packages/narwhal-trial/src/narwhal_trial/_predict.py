@@ -27,7 +27,6 @@ from narwhal_store import (
     load_limits,
     read_store,
 )
-from narwhal_trial._check import accepted_profile, domain_items
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._prediction import (
     EngineUse,
@@ -37,10 +36,11 @@ from narwhal_trial._prediction import (
     RatePrediction,
     RateSearch,
 )
+from narwhal_trial._profile_domain import accepted_profile, domain_items
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._records import Distribution
 from narwhal_trial._stats import distribution, required_good
-from narwhal_trial._vtime import EngineModel, Outcome, TrialShape, simulate
+from narwhal_trial._vtime import EngineModel, SimulatedOutcome, TrialShape, simulate
 
 _SEARCH_PRECISION = 0.01  # stop bisecting when the bracket is within 1 %
 _SEARCH_STEPS = 40
@@ -162,14 +162,14 @@ def fleet_model(
     return FleetModel(engines, prefill_error, decode_error, decode_max)
 
 
-def _good(outcome: Outcome, target: TrialTarget) -> int:
+def _good(outcome: SimulatedOutcome, target: TrialTarget) -> int:
     ttft, tpot = float(target.ttft_s), float(target.tpot_s)
     return sum(
         1 for a, b in zip(outcome.ttft, outcome.tpot, strict=True) if a <= ttft and b <= tpot
     )
 
 
-def _check_batch(model: FleetModel, outcome: Outcome, rate: float) -> None:
+def _check_batch(model: FleetModel, outcome: SimulatedOutcome, rate: float) -> None:
     beyond = [
         f"{iid} reaches {n} decoding sequences, beyond the profiled decode domain "
         f"(concurrency up to {model.decode_max[iid]})"

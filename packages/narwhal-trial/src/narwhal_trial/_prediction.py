@@ -4,20 +4,14 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from narwhal_trial._records import Distribution
+from narwhal_trial._records import AliasedDoc, Distribution
 
 PREDICTION_FORMAT: Final = "narwhal.trial.prediction"
 
 
-class _Doc(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
-    )
-
-
-class FitInterval(_Doc):
+class FitInterval(AliasedDoc):
     """The attainment of the fleet whose fits are all off by their worst relative residual."""
 
     method: Literal["fit-residuals"] = Field(
@@ -29,7 +23,7 @@ class FitInterval(_Doc):
     high: float
 
 
-class EngineUse(_Doc):
+class EngineUse(AliasedDoc):
     """What the virtual fleet asked of one engine."""
 
     iid: str
@@ -41,7 +35,7 @@ class EngineUse(_Doc):
     decode_domain_max: int | None = Field(description="highest profiled decode concurrency")
 
 
-class RatePrediction(_Doc):
+class RatePrediction(AliasedDoc):
     """The predicted outcome of one trial at one rate."""
 
     rate: float
@@ -62,7 +56,7 @@ class RatePrediction(_Doc):
     engines: list[EngineUse]
 
 
-class RateSearch(_Doc):
+class RateSearch(AliasedDoc):
     """``--find-max-rate``: the highest rate predicted to pass."""
 
     max_rate: float | None = Field(description="null when even the lowest rate tried misses")
@@ -75,7 +69,7 @@ class RateSearch(_Doc):
     tried: list[tuple[float, str]] = Field(description="(rate, pass | miss | outside domain)")
 
 
-class Inputs(_Doc):
+class Inputs(AliasedDoc):
     """The files and settings the prediction used."""
 
     fleet: str
@@ -94,7 +88,7 @@ class Inputs(_Doc):
     max_num_batched_tokens: int
 
 
-class Prediction(_Doc):
+class Prediction(AliasedDoc):
     """``narwhal.trial.prediction``: a trial predicted from the profiles, before it runs."""
 
     format: Literal["narwhal.trial.prediction"] = PREDICTION_FORMAT

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from narwhal_engine_client import canonical_json, sha256_hex
+from narwhal_store import canonical_json, sha256_hex
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 HELPER_DIST = "narwhal-trial"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from narwhal_store import ClosedModel
 
 MANIFEST_FORMAT: Final = "narwhal.trial.manifest"
 REQUEST_FORMAT: Final = "narwhal.trial.request"
@@ -30,11 +32,16 @@ STATUSES: tuple[Status, ...] = get_args(Status)
 MissReason = Literal["in_flight_cap", "lag"]
 
 
-class _Doc(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class AliasedDoc(ClosedModel):
+    """A document that holds a key which is not a Python name (``pass``): read by alias or by field
+    name, written by alias."""
+
+    model_config = ConfigDict(
+        validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
+    )
 
 
-class Limits(_Doc):
+class Limits(ClosedModel):
     """The client limits selected for the run (the runbook's "selected limits")."""
 
     max_in_flight: int
@@ -60,7 +67,7 @@ class Limits(_Doc):
     )
 
 
-class LaunchRecordCopy(_Doc):
+class LaunchRecordCopy(ClosedModel):
     """One launch record (``run --launch-record``) kept in the run folder."""
 
     file: str = Field(description="the copy, relative to the run folder (launch-records/NAME)")
@@ -68,7 +75,7 @@ class LaunchRecordCopy(_Doc):
     sha256: str = Field(description="SHA-256 of its bytes (the copy's and the source's)")
 
 
-class Manifest(_Doc):
+class Manifest(ClosedModel):
     """``manifest.json``: what ran, from where, with what, written before the first offer."""
 
     format: Literal["narwhal.trial.manifest"] = MANIFEST_FORMAT
@@ -133,7 +140,7 @@ class Manifest(_Doc):
     )
 
 
-class RequestRecord(_Doc):
+class RequestRecord(ClosedModel):
     """One line of ``requests.jsonl``: one offer, written as it ends; times in s from t0."""
 
     format: Literal["narwhal.trial.request"] = REQUEST_FORMAT
@@ -170,7 +177,7 @@ class RequestRecord(_Doc):
     )
 
 
-class Distribution(_Doc):
+class Distribution(ClosedModel):
     """count, mean, max and percentiles (linear interpolation) of one measure, seconds."""
 
     count: int
@@ -182,7 +189,7 @@ class Distribution(_Doc):
     p99: float | None
 
 
-class Interval(_Doc):
+class Interval(ClosedModel):
     """A two-sided confidence interval of a proportion."""
 
     method: Literal["wilson"] = "wilson"
@@ -191,7 +198,7 @@ class Interval(_Doc):
     high: float
 
 
-class ClientUsage(_Doc):
+class ClientUsage(ClosedModel):
     """What the client itself consumed, to establish client saturation before raising its limits."""
 
     cpu_user_s: float
@@ -214,12 +221,8 @@ class ClientUsage(_Doc):
     )
 
 
-class Summary(_Doc):
+class Summary(AliasedDoc):
     """``summary.json``: the verdict and the measures behind it; always written, also on errors."""
-
-    model_config = ConfigDict(
-        extra="forbid", validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
-    )
 
     format: Literal["narwhal.trial.summary"] = SUMMARY_FORMAT
     format_version: Literal[1] = 1

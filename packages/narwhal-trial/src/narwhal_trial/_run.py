@@ -17,11 +17,10 @@ from typing import Any, TypeVar
 
 import orjson
 
-from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineError
+from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineError, gc_paused
 from narwhal_trial._drain import wait_drained
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, make_private_dir
-from narwhal_trial._gcpause import gc_paused
 from narwhal_trial._judge import Bounds, Outcome, judge, status_of
 from narwhal_trial._launch import LaunchRecord, keep, read_launch_records, refuse_caching_on
 from narwhal_trial._loopmon import LoopLagMonitor
@@ -59,7 +58,7 @@ def run_trial(settings: RunSettings, *, clock: Clock = time.perf_counter_ns) -> 
 
     Raises TrialUsageError (bad values, a launch record that does not show prefix caching off),
     WorkloadError (an unusable workload file), ReadError (an unreadable launch record) or
-    DestinationError (an ``--out`` holding a run, or one that cannot be created) before anything
+    OutputPathError (an ``--out`` holding a run, or one that cannot be created) before anything
     is written or sent; every later failure ends up in the summary.
     """
     settings.validate()
@@ -78,7 +77,7 @@ class _Trial:
         launch_records: list[LaunchRecord],
         clock: Clock,
     ) -> None:
-        self.s = settings
+        self.settings = settings
         self.launch_records = launch_records
         self.workload = loaded.workload
         self.loaded = loaded
@@ -109,7 +108,7 @@ class _Trial:
     # -- the synchronous frame: files, the loop, the summary --
     def execute(self) -> Summary:
         factory, loop_name = _loop_factory()
-        out = self.s.out
+        out = self.settings.out
         try:
             kept = [
                 LaunchRecordCopy(file=file, source=str(r.path.absolute()), sha256=r.sha256)
@@ -118,7 +117,7 @@ class _Trial:
         except OSError as exc:
             raise TrialError(f"cannot keep the launch records in {out}: {exc}") from exc
         manifest = build_manifest(
-            self.s,
+            self.settings,
             self.loaded,
             run_id=self.run_id,
             start_time=datetime.now(UTC).isoformat(timespec="milliseconds"),
@@ -134,8 +133,8 @@ class _Trial:
         except OSError as exc:
             raise TrialError(f"cannot write the run records in {out}: {exc}") from exc
         try:
-            self.bodies = [request_body(self.workload, n) for n in range(self.s.requests)]
-            self.warm_body = request_body(self.workload, self.s.requests)
+            self.bodies = [request_body(self.workload, n) for n in range(self.settings.requests)]
+            self.warm_body = request_body(self.workload, self.settings.requests)
             with asyncio.Runner(loop_factory=factory) as runner:
                 runner.run(self._main())
         except KeyboardInterrupt:
@@ -160,12 +159,12 @@ class _Trial:
             loop.add_signal_handler(signal.SIGINT, self._on_sigint)
         try:
             async with self.keys.client(
-                self.s.base_url,
-                timeout_s=self.s.request_timeout_s,
-                max_connections=self.s.max_in_flight + 16,
+                self.settings.base_url,
+                timeout_s=self.settings.request_timeout_s,
+                max_connections=self.settings.max_in_flight + 16,
                 clock_ns=self.clock,
-                stream_transport=self.s.stream_transport,
-                keepalive_expiry_s=self.s.keepalive_expiry_s,
+                stream_transport=self.settings.stream_transport,
+                keepalive_expiry_s=self.settings.keepalive_expiry_s,
             ) as client:
                 self.client = client
                 await self._guard(self._before(client))
@@ -210,12 +209,12 @@ class _Trial:
             w.model,
             input_tokens=w.input_tokens,
             output_tokens=w.output_tokens,
-            max_model_len=self.s.max_model_len,
+            max_model_len=self.settings.max_model_len,
             prepared_from=w.served_by,
         )
         await self._drain(client)
         warm = await client.stream_completion(
-            self.warm_body, request_id=self.warmup_id, timeout_s=self.s.request_timeout_s
+            self.warm_body, request_id=self.warmup_id, timeout_s=self.settings.request_timeout_s
         )
         self.facts.warmup_status = status_of(warm)
         if not warm.ok:
@@ -231,23 +230,25 @@ class _Trial:
     async def _preconnect(self, client: EngineClient, warm_ns: int) -> None:
         """Open about as many connections as will be in flight (rate x the warm-up's duration,
         plus a quarter), so the first offers do not each pay a TCP connect at their due time."""
-        want = min(self.s.max_in_flight, math.ceil(self.s.rate * warm_ns / 1e9 * 1.25) + 1)
+        want = min(
+            self.settings.max_in_flight, math.ceil(self.settings.rate * warm_ns / 1e9 * 1.25) + 1
+        )
         try:
             self.facts.preconnected = await client.preconnect(want)
         except EngineClientError as exc:
             raise TrialError(
-                f"cannot open {want} connections to {self.s.base_url} before the run: {exc}"
+                f"cannot open {want} connections to {self.settings.base_url} before the run: {exc}"
             ) from exc
 
     async def _drain(self, client: EngineClient) -> None:
-        gauges = self.s.drain[1]
+        gauges = self.settings.drain[1]
         if not gauges:  # --drain-preset none: the operator drains the fleet another way
             return
         took = await wait_drained(
             client,
             gauges,
-            timeout_s=self.s.drain_timeout_s,
-            poll_s=self.s.drain_poll_s,
+            timeout_s=self.settings.drain_timeout_s,
+            poll_s=self.settings.drain_poll_s,
             clock=self.clock,
         )
         self.facts.drain_s.append(took)
@@ -262,8 +263,8 @@ class _Trial:
         self.t0 = self.clock() + START_LEAD_NS
         progress = RunProgress(
             sys.stderr,
-            requests=self.s.requests,
-            rate=self.s.rate,
+            requests=self.settings.requests,
+            rate=self.settings.rate,
             t0_ns=self.t0,
             clock=self.clock,
             in_flight=lambda: self.in_flight,
@@ -332,7 +333,7 @@ class _Trial:
             stream = await self.client.stream_completion(
                 self.bodies[n],
                 request_id=self.ids[n],
-                timeout_s=self.s.request_timeout_s,
+                timeout_s=self.settings.request_timeout_s,
                 send_by_ns=due + self.limits.max_lag_ns,
                 on_sent=lambda: self._on_wire(n),
             )

@@ -21,6 +21,8 @@ from narwhal_trial._records import MissReason
 Clock = Callable[[], int]
 Sleep = Callable[[float], Awaitable[None]]
 
+DEFAULT_MAX_IN_FLIGHT = 64  # run's --max-in-flight, and what predict models by default
+
 SPIN_NS = 1_200_000
 """The pacer stops sleeping this long before a due time and yields until it arrives. asyncio's
 timers wake through ``epoll_wait``, whose timeout has 1 ms granularity (rounded up), so a sleep can

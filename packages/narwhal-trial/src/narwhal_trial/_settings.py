@@ -14,6 +14,7 @@ from narwhal_engine_client import DEFAULT_KEEPALIVE_EXPIRY_S, StreamTransport
 from narwhal_trial._access import ApiKeyEnv, refuse_credentials
 from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
 from narwhal_trial._errors import TrialUsageError
+from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
 
 RUN_FILES = ("manifest.json", "requests.jsonl", "summary.json")
 
@@ -24,7 +25,6 @@ MAX_REQUESTS = 100_000
 MAX_RATE = 10_000.0
 MAX_SCHEDULE_S = 86_400.0
 MAX_IN_FLIGHT = 4096
-DEFAULT_MAX_IN_FLIGHT = 64  # run's --max-in-flight, and what predict models by default
 
 TransportChoice = Literal["auto", "httpx", "raw"]
 """``--transport``: ``auto`` is the raw HTTP/1.1 transport for an ``http://`` base and httpx for

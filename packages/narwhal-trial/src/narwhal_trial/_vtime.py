@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from narwhal_trial._settings import DEFAULT_MAX_IN_FLIGHT
+from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's per-step token budget when none is given
 
@@ -95,7 +95,7 @@ class _Device:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class SimulatedOutcome:
     """Client-side times (seconds) of the requests sent, the offers the client's in-flight cap
     kept back (never sent, never good), and what each engine saw."""
 
@@ -107,7 +107,7 @@ class Outcome:
     max_decoding: dict[str, int]
 
 
-def simulate(engines: list[EngineModel], shape: TrialShape, rate: float) -> Outcome:
+def simulate(engines: list[EngineModel], shape: TrialShape, rate: float) -> SimulatedOutcome:
     """Offer ``shape.requests`` requests at ``n / rate`` to an idle fleet; run until all end."""
     state = [_Engine(m, max(0.0, m.a - m.d0)) for m in engines]
     devices: dict[str, _Device] = {}
@@ -170,7 +170,7 @@ def simulate(engines: list[EngineModel], shape: TrialShape, rate: float) -> Outc
     out = shape.output_tokens
     tpot = [(last[k] - first[k]) / (out - 1) if out > 1 else 0.0 for k in sent]
     decoding = {e.model.iid: e.max_decoding for e in state}
-    return Outcome(ttft, tpot, missed, served, prefilled, decoding)
+    return SimulatedOutcome(ttft, tpot, missed, served, prefilled, decoding)
 
 
 def _next_ready(dev: _Device) -> float | None:

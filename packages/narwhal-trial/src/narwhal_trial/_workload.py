@@ -8,9 +8,10 @@ from typing import Annotated, Any, Final, Literal
 
 import numpy as np
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from narwhal_engine_client import TokenCounting, completion_body
+from narwhal_store import ClosedModel
 from narwhal_trial._errors import WorkloadError
 from narwhal_trial._files import read_regular
 
@@ -24,10 +25,14 @@ TokenIdsSource = Literal["return_token_ids", "logprobs", "tokenize"]
 """How prepare got the seed completion's token ids (``tokenize``: ``/tokenize`` of its text)."""
 
 
-class Sampling(BaseModel):
-    """The runbook's sampling settings, sent on every request of both rate tests."""
+class _FrozenDoc(ClosedModel):
+    """Frozen: a workload is fixed once prepared (the manifest records its digest)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
+
+
+class Sampling(_FrozenDoc):
+    """The runbook's sampling settings, sent on every request of both rate tests."""
 
     temperature: float = 0.0
     add_special_tokens: bool = False
@@ -36,10 +41,8 @@ class Sampling(BaseModel):
     ignore_eos: bool = True
 
 
-class SeedPrompt(BaseModel):
+class SeedPrompt(_FrozenDoc):
     """Which seed text was completed and how its token ids were returned."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     sha256: str
@@ -47,10 +50,8 @@ class SeedPrompt(BaseModel):
     token_ids_source: TokenIdsSource
 
 
-class Workload(BaseModel):
+class Workload(_FrozenDoc):
     """``workload.json``: everything a run needs to rebuild each request's body exactly."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     format: Literal["narwhal.trial.workload"] = WORKLOAD_FORMAT
     format_version: Literal[1] = 1
@@ -72,10 +73,8 @@ class Workload(BaseModel):
     )
 
 
-class LoadedWorkload(BaseModel):
+class LoadedWorkload(_FrozenDoc):
     """A workload read from disk and the SHA-256 of its bytes (the manifest's workload digest)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     workload: Workload
     path: str

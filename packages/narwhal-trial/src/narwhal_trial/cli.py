@@ -32,13 +32,8 @@ from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
 from narwhal_trial._errors import TrialError, TrialUsageError
 from narwhal_trial._predict import PredictRequest, TrialTarget
 from narwhal_trial._run import run_trial
-from narwhal_trial._settings import (
-    DEFAULT_MAX_IN_FLIGHT,
-    MAX_IN_FLIGHT,
-    MAX_RATE,
-    MAX_REQUESTS,
-    RunSettings,
-)
+from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
+from narwhal_trial._settings import MAX_IN_FLIGHT, MAX_RATE, MAX_REQUESTS, RunSettings
 from narwhal_trial._stats import parse_fraction, parse_seconds
 from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS, TrialShape
 

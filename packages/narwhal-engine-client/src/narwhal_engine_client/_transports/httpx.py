@@ -13,24 +13,24 @@ from collections.abc import Callable
 import httpx
 
 from narwhal_engine_client._errors import (
+    ERROR_BODY_LIMIT,
     EngineConnectError,
     EngineProtocolError,
+    describe,
     http_error,
 )
-from narwhal_engine_client._resend import copy_request, unanswered
-from narwhal_engine_client._sse import (
-    ERROR_BODY_LIMIT,
-    Consumer,
+from narwhal_engine_client._record import (
     StreamRecord,
     broken,
-    describe,
     finish,
     restart,
     timed_out,
     too_late,
 )
+from narwhal_engine_client._resend import copy_request, unanswered
+from narwhal_engine_client._sse import Consumer
 
-__all__ = ["StreamRecord", "run_stream"]
+__all__ = ["run_stream"]
 
 
 class _TooLate(Exception):

@@ -13,7 +13,7 @@ exit) with the simulator's server-side stamps (``GET /_sim/state``, ``GET /_sim/
 The sim's monotonic loop clock and this process's ``time.monotonic()`` are the same system clock,
 so the parts add up. Not a test: it prints figures (run it on a quiet machine and note the load).
 
-Run: ``.venv/bin/python packages/narwhal-profile-cli/bench/overhead.py [--runs N]``.
+Run: ``.venv/bin/python bench/profile/overhead.py [--runs N]``.
 """
 
 from __future__ import annotations

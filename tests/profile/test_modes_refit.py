@@ -16,14 +16,13 @@ from narwhal_profile_cli import cli
 from narwhal_profile_cli._refit import refit_from_samples
 from narwhal_store import load_fleet, read_store, write_store
 
-from .conftest import (
+from ._command import ProfileRun, run_profile_command
+from ._modes import (
     Measured,
-    ProfileRun,
     copy_store,
     interrupt_between_renames,
     load,
     run_in_process,
-    run_profile_command,
     samples_of,
 )
 

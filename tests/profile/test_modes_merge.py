@@ -10,14 +10,13 @@ import pytest
 
 from narwhal_store import read_store
 
-from .conftest import (
+from ._command import ProfileRun, run_profile_command
+from ._modes import (
     Measured,
-    ProfileRun,
     copy_store,
     interrupt_between_renames,
     load,
     run_in_process,
-    run_profile_command,
     samples_of,
 )
 

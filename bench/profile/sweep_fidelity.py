@@ -10,7 +10,7 @@ Starts one ``narwhal-sim`` engine (default preset, real time unless ``--time-sca
 * the command's wall time, the time spent waiting on the engine (the union of the intervals in which
   at least one HTTP call to the engine was in flight) and the rest: the profiler's own overhead.
 
-Run: ``.venv/bin/python packages/narwhal-profile-cli/bench/sweep_fidelity.py [--time-scale X]``.
+Run: ``.venv/bin/python bench/profile/sweep_fidelity.py [--time-scale X]``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Fixtures for the refit, merge and colocated tests: one simulated shared GPU, measured stores."""
+"""Helpers for the refit, merge and colocated tests (``test_modes_*.py``): fleet files for the two
+engines on one simulated shared GPU, store copies, an in-process run. Their fixtures (``sim``,
+``measured``) are in ``conftest.py``."""
 
 from __future__ import annotations
 
@@ -6,23 +8,19 @@ import contextlib
 import io
 import shutil
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 
 from narwhal_profile_cli import cli
-from narwhal_sim.testing import SimFleet, start_sim_fleet
+from narwhal_sim.testing import SimFleet
 from narwhal_store import sha256_file
 from narwhal_store._paths import pending_sidecar_name
 
-from ..profile._command import ProfileRun, run_profile_command
-
-#: Simulated time runs this much faster than real time.
-TIME_SCALE = 4.0
+from ._command import ProfileRun
 
 #: A small sweep: three prefill lengths, two decode input lengths, two concurrencies. 192-token
 #: streams decode for ~0.27 s of real time at time scale 4, so an 8-stream cohort overlaps by design
@@ -126,28 +124,3 @@ class Measured:
     store_a: Path
     fleet_b: Path  # g0.a decode, g0.b prefill
     store_b: Path
-
-
-@pytest.fixture(scope="session")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimFleet]:
-    """Two engines on one simulated H200 (default preset), time-scaled."""
-    workdir = tmp_path_factory.mktemp("modes-sim")
-    engines = [{"iid": iid, "shared_device": {"group": "g0"}} for iid in IIDS]
-    with start_sim_fleet(workdir, engines, time_scale=TIME_SCALE, seed=3) as fleet:
-        yield fleet
-
-
-@pytest.fixture(scope="session")
-def measured(sim: SimFleet, tmp_path_factory: pytest.TempPathFactory) -> Measured:
-    """Live sweeps of both engines in two role mixes, each into its own store."""
-    root = tmp_path_factory.mktemp("modes-measured")
-    fleet_a = write_fleet(
-        root / "a", sim, {"g0.a": "prefill", "g0.b": "decode"}, store="split-1.json"
-    )
-    fleet_b = write_fleet(
-        root / "b", sim, {"g0.a": "decode", "g0.b": "prefill"}, store="split-2.json"
-    )
-    for fleet in (fleet_a, fleet_b):
-        done = run_profile_command("--fleet", fleet, *SWEEP)
-        assert done.returncode == 0, done.stderr
-    return Measured(fleet_a, root / "a" / "split-1.json", fleet_b, root / "b" / "split-2.json")

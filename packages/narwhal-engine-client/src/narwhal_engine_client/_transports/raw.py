@@ -24,16 +24,10 @@ from collections import deque
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from narwhal_engine_client._errors import EngineConnectError, EngineTimeoutError
-from narwhal_engine_client._http1 import Connection
-from narwhal_engine_client._sse import (
-    Consumer,
-    StreamRecord,
-    describe,
-    restart,
-    timed_out,
-    too_late,
-)
+from narwhal_engine_client._errors import EngineConnectError, EngineTimeoutError, describe
+from narwhal_engine_client._record import StreamRecord, restart, timed_out, too_late
+from narwhal_engine_client._sse import Consumer
+from narwhal_engine_client._transports.http1 import Connection
 
 _FORBIDDEN_IN_HEADER = (b"\r", b"\n", b"\0")
 

@@ -10,7 +10,8 @@ import pytest
 
 from narwhal_sim.testing import SimFleet, start_sim_fleet
 
-from .conftest import IIDS, SWEEP, load, run_profile_command, samples_of, wait_idle, write_fleet
+from ._command import run_profile_command
+from ._modes import IIDS, SWEEP, load, samples_of, wait_idle, write_fleet
 
 pytestmark = pytest.mark.slow
 

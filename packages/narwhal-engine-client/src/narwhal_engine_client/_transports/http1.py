@@ -2,7 +2,7 @@
 
 A request is written in one ``transport.write``. The answer is parsed inside ``data_received``, with
 no task switch and no stream reader in between: the time is taken once per read, the head is parsed
-once (``_framing.parse_head``), a ``_framing.BodyReader`` strips the chunked framing (or
+once (``framing.parse_head``), a ``framing.BodyReader`` strips the chunked framing (or
 ``Content-Length``, or read-until-close) with a few slices, and the body bytes go straight to the
 shared SSE consumer (``_sse.Consumer.push``). A non-200 answer's body (up to ``ERROR_BODY_LIMIT``)
 becomes ``http_error(...)``. After ``[DONE]`` the record is settled at once and the rest of the
@@ -16,20 +16,24 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from narwhal_engine_client._errors import EngineConnectError, http_error
-from narwhal_engine_client._framing import CLOSE, BodyReader, FramingError, Head, parse_head
-from narwhal_engine_client._sse import (
+from narwhal_engine_client._errors import (
     ERROR_BODY_LIMIT,
-    Consumer,
-    StreamRecord,
-    broken,
+    EngineConnectError,
     describe,
-    finish,
-    too_late,
+    http_error,
+)
+from narwhal_engine_client._record import StreamRecord, broken, finish, too_late
+from narwhal_engine_client._sse import Consumer
+from narwhal_engine_client._transports.framing import (
+    CLOSE,
+    BodyReader,
+    FramingError,
+    Head,
+    parse_head,
 )
 
 if TYPE_CHECKING:
-    from narwhal_engine_client._raw import RawStreamPool
+    from narwhal_engine_client._transports.raw import RawStreamPool
 
 _DRAIN_S = 10.0  # a settled answer whose body does not end within this is closed, not reused
 

@@ -9,7 +9,7 @@ and their ratio (target <= 0.35), then, for every engine and every measured poin
 lengths; decode (concurrency, context) points), the parallel run's fit against the sequential
 run's fit (target: within 2% everywhere).
 
-Run: ``.venv/bin/python packages/narwhal-profile-cli/bench/parallel_groups.py``.
+Run: ``.venv/bin/python bench/profile/parallel_groups.py``.
 """
 
 from __future__ import annotations
