@@ -608,6 +608,34 @@ def _sim_cases() -> Iterator[Case]:
             {"format": "narwhal.sim", "format_version": 1, "defaults": {"preset": "nope"}},
             "nope",
         ),
+        (
+            "jitter-text",
+            {"format": "narwhal.sim", "format_version": 1, "defaults": {"jitter": "x"}},
+            "jitter: expected a relative sigma in [0, 10], got 'x'",
+        ),
+        (
+            "jitter-negative",
+            {"format": "narwhal.sim", "format_version": 1, "defaults": {"jitter": -0.1}},
+            "jitter: expected a relative sigma in [0, 10], got -0.1",
+        ),
+        (
+            "gpu-memory-text",
+            {
+                "format": "narwhal.sim",
+                "format_version": 1,
+                "defaults": {"gpu_memory_utilization": "high"},
+            },
+            "gpu_memory_utilization: expected a fraction in [0, 1], got 'high'",
+        ),
+        (
+            "gpu-memory-over-one",
+            {
+                "format": "narwhal.sim",
+                "format_version": 1,
+                "defaults": {"gpu_memory_utilization": 1.5},
+            },
+            "gpu_memory_utilization: expected a fraction in [0, 1], got 1.5",
+        ),
     ]
     for name, doc, needle in configs:
         yield Case(

@@ -314,7 +314,8 @@ def _resolve_one(
     except KeyError as exc:
         raise SimConfigError(f"sim config engines.{iid}.preset: {exc.args[0]}") from exc
     if "jitter" in table:
-        preset = preset.with_overrides(jitter=float(table["jitter"]))
+        jitter = _ranged("jitter", table["jitter"], iid, 0.0, 10.0, "a relative sigma in [0, 10]")
+        preset = preset.with_overrides(jitter=jitter)
     version = str(
         table.get("version") or ("0.11.0" if table.get("api_style") == "0.11" else "0.33.0")
     )
@@ -368,7 +369,14 @@ def _resolve_one(
         enable_request_id_headers=bool(table.get("enable_request_id_headers", False)),
         prefix_caching=bool(table.get("prefix_caching", False)),
         error_shape=shape,
-        gpu_memory_utilization=float(table.get("gpu_memory_utilization", 0.9)),
+        gpu_memory_utilization=_ranged(
+            "gpu_memory_utilization",
+            table.get("gpu_memory_utilization", 0.9),
+            iid,
+            0.0,
+            1.0,
+            "a fraction in [0, 1]",
+        ),
         api_key_env=entry.api_key_env,
         faults=faults,
         coalesce_steps=_positive("coalesce_steps", table.get("coalesce_steps", 1), iid),
@@ -387,6 +395,14 @@ def _seconds(key: str, value: Any, iid: str) -> float:
         raise SimConfigError(
             f"sim config engines.{iid}.{key}: expected seconds in (0, 3600], got {value!r}"
         )
+    return float(value)
+
+
+def _ranged(key: str, value: Any, iid: str, low: float, high: float, what: str) -> float:
+    """A number in ``[low, high]`` (a string, a boolean or NaN is named in one line, not a
+    traceback)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise SimConfigError(f"sim config engines.{iid}.{key}: expected {what}, got {value!r}")
     return float(value)
 
 
