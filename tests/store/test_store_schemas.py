@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from narwhal_store import json_schemas, write_schemas
 from narwhal_store._schemas import schema_bytes
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "packages" / "narwhal-store" / "schemas"
+TRIAL_SCHEMA_DIR = SCHEMA_DIR.parents[1] / "narwhal-trial" / "schemas"
 REGENERATE = "python -m narwhal_store.schemas --write packages/narwhal-store/schemas"
 
 
@@ -41,3 +46,33 @@ def test_schemas_describe_every_format(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "fleet.schema.json").read_bytes() == schema_bytes()[
         "fleet.schema.json"
     ]
+
+
+@pytest.mark.parametrize(
+    ("module", "checked_in"),
+    [("narwhal_store.schemas", SCHEMA_DIR), ("narwhal_trial.schemas", TRIAL_SCHEMA_DIR)],
+)
+def test_the_regenerate_command_writes_the_checked_in_files(
+    module: str, checked_in: Path, tmp_path: Path
+) -> None:
+    """``python -m <package>.schemas --write DIR`` (both share ``SchemaSet.command``) writes
+    exactly the checked-in files and names each; without ``--write`` it is a usage error (2)."""
+    out = tmp_path / "schemas"
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--write", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    written = sorted(p.name for p in out.iterdir())
+    assert written == sorted(p.name for p in checked_in.glob("*.schema.json"))
+    for name in written:
+        assert (out / name).read_bytes() == (checked_in / name).read_bytes()
+    assert sorted(done.stdout.splitlines()) == [f"wrote {out / name}" for name in written]
+    bare = subprocess.run(
+        [sys.executable, "-m", module], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert bare.returncode == 2
+    assert "--write" in bare.stderr

@@ -169,8 +169,6 @@ def wait_ready(server: VllmServer, timeout_s: float = READY_TIMEOUT_S) -> float:
                 f" log {server.log}:\n{tail(server.log, 60)}"
             )
         if _health(server.url) == 200:
-            if server.split is not None:  # the engine stays; the HTTP front joins the client
-                move_threads(server.process.pid, server.split.front)
             server.ready_s = time.monotonic() - server.started_s
             return server.ready_s
         if time.monotonic() > deadline:
@@ -224,6 +222,8 @@ def running(
     )
     try:
         wait_ready(server)
+        if server.split is not None:  # the engine stays; the HTTP front joins our commands
+            move_threads(server.process.pid, server.split.front)
         yield server
     finally:
         stop(server)

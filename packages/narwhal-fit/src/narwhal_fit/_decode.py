@@ -52,7 +52,6 @@ DECODE_COEFFICIENTS: Final = ("d0", "d1", "d2")
 """Its coefficients' names, in seconds: d0 (fixed), d1 (per stream), d2 (per stream and token)."""
 
 FIT_VERSION: Final = 1
-_COEFFICIENTS: Final = DECODE_COEFFICIENTS
 _X_NAMES: Final = ["concurrency", "ctx"]
 
 
@@ -125,7 +124,7 @@ class DecodeFit:
             form=DECODE_FORM,
             fit_version=FIT_VERSION,
             x_names=_X_NAMES,
-            coefficients=_COEFFICIENTS,
+            coefficients=DECODE_COEFFICIENTS,
             domain=domain,
         )
 
@@ -139,7 +138,7 @@ class DecodeFit:
             form=DECODE_FORM,
             fit_version=FIT_VERSION,
             x_names=_X_NAMES,
-            coefficients=_COEFFICIENTS,
+            coefficients=DECODE_COEFFICIENTS,
         )
         residuals = read_residuals(d, where, arity=2)
         raw_domain = get_mapping(d, "domain", where)
@@ -236,7 +235,7 @@ def fit_decode(points: Sequence[DecodePoint]) -> DecodeFit:
     y = np.array(ys, dtype=np.float64)
     design = np.column_stack([np.ones_like(n), n, n * x])
     xs = list(zip(ns, ctxs, strict=True))
-    coefficients, residuals = solve_relative(design, y, _COEFFICIENTS, xs)
+    coefficients, residuals = solve_relative(design, y, DECODE_COEFFICIENTS, xs)
     mean, worst, worst_point = summarize(residuals)
     all_lens = lens if len(lens) == len(ns) else None
     return DecodeFit(

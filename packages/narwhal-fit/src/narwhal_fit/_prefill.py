@@ -45,7 +45,6 @@ PREFILL_COEFFICIENTS: Final = ("a", "b", "c")
 """Its coefficients' names, in seconds: a (fixed), b (per token), c (per token squared)."""
 
 FIT_VERSION: Final = 1
-_COEFFICIENTS: Final = PREFILL_COEFFICIENTS
 _MIN_LENGTHS: Final = 3
 
 
@@ -95,7 +94,7 @@ class PrefillFit:
             form=PREFILL_FORM,
             fit_version=FIT_VERSION,
             x_names=["length"],
-            coefficients=_COEFFICIENTS,
+            coefficients=PREFILL_COEFFICIENTS,
             domain={
                 "min_len": self.domain["min_len"],
                 "max_len": self.domain["max_len"],
@@ -113,7 +112,7 @@ class PrefillFit:
             form=PREFILL_FORM,
             fit_version=FIT_VERSION,
             x_names=["length"],
-            coefficients=_COEFFICIENTS,
+            coefficients=PREFILL_COEFFICIENTS,
         )
         raw_domain = get_mapping(d, "domain", where)
         check_keys(raw_domain, f"{where}.domain", required=("min_len", "max_len", "lengths"))
@@ -207,7 +206,7 @@ def fit_prefill(lengths: Sequence[int], ttft_s: Sequence[float]) -> PrefillFit:
     y = np.array([times[i] for i in order], dtype=np.float64)
     design = np.column_stack([np.ones_like(x), x, x * x])
     points = [(checked[i],) for i in order]
-    coefficients, residuals = solve_relative(design, y, _COEFFICIENTS, points)
+    coefficients, residuals = solve_relative(design, y, PREFILL_COEFFICIENTS, points)
     mean, worst, worst_point = summarize(residuals)
     return PrefillFit(
         coefficients=coefficients,

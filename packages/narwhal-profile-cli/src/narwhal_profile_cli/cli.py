@@ -85,9 +85,6 @@ def _parameters() -> inspect.Signature:
     return inspect.Signature([*options, _VERSION])
 
 
-profile.__signature__ = _parameters()  # type: ignore[attr-defined]
-
-
 def _wants_json(args: Sequence[str]) -> bool:
     """Whether the command line asks for ``--format json`` (used for errors typer raises itself)."""
     for index, arg in enumerate(args):
@@ -102,6 +99,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Run the command with ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+    # typer reads the parameters from the signature: built here, not when the module is imported
+    profile.__signature__ = _parameters()  # type: ignore[attr-defined]
     app.command(context_settings={"help_option_names": ["-h", "--help"]})(profile)
     command = typer.main.get_command(app)
     try:

@@ -6,7 +6,7 @@ import ipaddress
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -314,8 +314,7 @@ def _resolve_one(
     except KeyError as exc:
         raise SimConfigError(f"sim config engines.{iid}.preset: {exc.args[0]}") from exc
     if "jitter" in table:
-        jitter = _ranged("jitter", table["jitter"], iid, 0.0, 10.0, "a relative sigma in [0, 10]")
-        preset = preset.with_overrides(jitter=jitter)
+        preset = preset.with_overrides(jitter=_number("jitter", table["jitter"], iid))
     version = str(
         table.get("version") or ("0.11.0" if table.get("api_style") == "0.11" else "0.33.0")
     )
@@ -369,48 +368,37 @@ def _resolve_one(
         enable_request_id_headers=bool(table.get("enable_request_id_headers", False)),
         prefix_caching=bool(table.get("prefix_caching", False)),
         error_shape=shape,
-        gpu_memory_utilization=_ranged(
-            "gpu_memory_utilization",
-            table.get("gpu_memory_utilization", 0.9),
-            iid,
-            0.0,
-            1.0,
-            "a fraction in [0, 1]",
+        gpu_memory_utilization=_number(
+            "gpu_memory_utilization", table.get("gpu_memory_utilization", 0.9), iid
         ),
         api_key_env=entry.api_key_env,
         faults=faults,
         coalesce_steps=_positive("coalesce_steps", table.get("coalesce_steps", 1), iid),
         coalesce_mode=_coalesce_mode(table.get("coalesce_mode", "merge"), iid),
-        kv_transfer_s_per_token=_non_negative(
+        kv_transfer_s_per_token=_number(
             "kv_transfer_s_per_token",
             table.get("kv_transfer_s_per_token", KV_TRANSFER_S_PER_TOKEN),
             iid,
         ),
-        keep_alive_s=_seconds("keep_alive_s", table.get("keep_alive_s", KEEP_ALIVE_S), iid),
+        keep_alive_s=_number("keep_alive_s", table.get("keep_alive_s", KEEP_ALIVE_S), iid),
     )
 
 
-def _seconds(key: str, value: Any, iid: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 3600:
-        raise SimConfigError(
-            f"sim config engines.{iid}.{key}: expected seconds in (0, 3600], got {value!r}"
-        )
-    return float(value)
+#: Each numeric engine key's range: the test, and the words its error names it with.
+_RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
+    "jitter": (lambda v: 0 <= v <= 10, "a relative sigma in [0, 10]"),
+    "gpu_memory_utilization": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
+    "kv_transfer_s_per_token": (lambda v: 0 <= v < 1, "seconds in [0, 1)"),
+    "keep_alive_s": (lambda v: 0 < v <= 3600, "seconds in (0, 3600]"),
+}
 
 
-def _ranged(key: str, value: Any, iid: str, low: float, high: float, what: str) -> float:
-    """A number in ``[low, high]`` (a string, a boolean or NaN is named in one line, not a
-    traceback)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+def _number(key: str, value: Any, iid: str) -> float:
+    """``value`` of numeric key ``key`` when it is a number in the key's range; anything else (a
+    string, a boolean, NaN) is one line naming the key and the value, never a traceback."""
+    within, what = _RANGES[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not within(value):
         raise SimConfigError(f"sim config engines.{iid}.{key}: expected {what}, got {value!r}")
-    return float(value)
-
-
-def _non_negative(key: str, value: Any, iid: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
-        raise SimConfigError(
-            f"sim config engines.{iid}.{key}: expected seconds in [0, 1), got {value!r}"
-        )
     return float(value)
 
 

@@ -3,7 +3,9 @@ checked-in schema files, and the store's own four formats."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +22,14 @@ from narwhal_store._samples import SamplesSidecar
 if TYPE_CHECKING:
     from pydantic.json_schema import JsonSchemaMode
 
-__all__ = ["SCHEMA_FILES", "SchemaSet", "json_schemas", "schema_bytes", "write_schemas"]
+__all__ = [
+    "SCHEMA_FILES",
+    "SchemaSet",
+    "json_schemas",
+    "schema_bytes",
+    "schemas_command",
+    "write_schemas",
+]
 
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _OPTION = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
@@ -66,6 +75,17 @@ class SchemaSet:
                 written.append(target / name)
         return written
 
+    def command(self, prog: str, argv: Sequence[str] | None = None) -> int:
+        """``prog --write DIR``: (re)generate the checked-in schemas into DIR, naming each file
+        written; returns the exit code (argparse exits 2 on a usage error)."""
+        description = f"``{prog} --write DIR``: (re)generate the checked-in JSON Schemas."
+        parser = argparse.ArgumentParser(prog=prog, description=description)
+        parser.add_argument("--write", metavar="DIR", required=True, help="folder to write into")
+        args = parser.parse_args(argv)
+        for path in self.write_schemas(args.write):
+            sys.stdout.write(f"wrote {path}\n")
+        return 0
+
 
 _STORE_SCHEMAS = SchemaSet(
     {
@@ -83,3 +103,5 @@ json_schemas = _STORE_SCHEMAS.json_schemas
 schema_bytes = _STORE_SCHEMAS.schema_bytes
 #: Write every schema into a folder (created if missing); returns the paths written.
 write_schemas = _STORE_SCHEMAS.write_schemas
+#: ``python -m narwhal_store.schemas --write DIR``.
+schemas_command = _STORE_SCHEMAS.command

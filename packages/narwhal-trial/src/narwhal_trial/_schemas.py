@@ -31,3 +31,5 @@ schema_bytes = _TRIAL_SCHEMAS.schema_bytes
 write_schemas = _TRIAL_SCHEMAS.write_schemas
 """Write every schema into a folder (created if missing, each file atomically); returns the paths
 written."""
+schemas_command = _TRIAL_SCHEMAS.command
+"""``python -m narwhal_trial.schemas --write DIR``."""
