@@ -29,6 +29,7 @@ from narwhal_store import (
 )
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._prediction import (
+    EdgeBand,
     EngineUse,
     FitInterval,
     Inputs,
@@ -269,6 +270,7 @@ def find_max_rate(
             limited_by="target" if hi_state == "miss" else "profile domain",
             detail=f"{hi:g} request/s is already {hi_state}",
             tried=tried,
+            band=EdgeBand(pass_90=None, pass_50=None, pass_10=None, replications=1),
         )
     while hi / lo - 1 > _SEARCH_PRECISION:
         mid = (lo * hi) ** 0.5
@@ -289,6 +291,7 @@ def find_max_rate(
         limited_by=limited,
         detail=detail,
         tried=tried,
+        band=EdgeBand(pass_90=lo, pass_50=lo, pass_10=lo, replications=1),
     )
 
 
@@ -303,6 +306,8 @@ class PredictRequest:
     target: TrialTarget
     rate: float | None
     find_max_rate: bool
+    replications: int = 1
+    seed: int = 0
 
 
 def load_model(req: PredictRequest) -> tuple[FleetModel, Inputs]:

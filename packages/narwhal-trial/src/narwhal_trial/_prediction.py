@@ -56,6 +56,16 @@ class RatePrediction(AliasedDoc):
     engines: list[EngineUse]
 
 
+class EdgeBand(AliasedDoc):
+    """The edge as a band: the highest rates whose predicted probability of passing is at least
+    0.9, 0.5 and 0.1 (``pass_50`` is the highest passing rate as the trial would judge it)."""
+
+    pass_90: float | None = Field(description="null when no rate tried passes that often")
+    pass_50: float | None
+    pass_10: float | None
+    replications: int = Field(description="Monte Carlo replications behind each probability")
+
+
 class RateSearch(AliasedDoc):
     """``--find-max-rate``: the highest rate predicted to pass."""
 
@@ -67,6 +77,7 @@ class RateSearch(AliasedDoc):
     )
     detail: str
     tried: list[tuple[float, str]] = Field(description="(rate, pass | miss | outside domain)")
+    band: EdgeBand
 
 
 class Inputs(AliasedDoc):
@@ -92,7 +103,7 @@ class Prediction(AliasedDoc):
     """``narwhal.trial.prediction``: a trial predicted from the profiles, before it runs."""
 
     format: Literal["narwhal.trial.prediction"] = PREDICTION_FORMAT
-    format_version: Literal[1] = 1
+    format_version: Literal[2] = 2
     generator: str = Field(description="narwhal-trial <version>")
     inputs: Inputs
     prediction: RatePrediction | None = Field(description="at --rate; null without it")
