@@ -39,12 +39,15 @@ def write_profiles(
     prefill_worst: float | None = None,
     concurrency: list[int] | None = None,
     colocated: bool = False,
+    samples: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None,
 ) -> Path:
     """A store (with sidecar) holding one profile per fleet engine over the given domain, whose
     decode fit has the given mean and worst-point relative errors. ``fits`` gives an engine's
     prefill and decode coefficients (default: the tiny preset's), ``prefill_worst`` a prefill fit
     worst-point relative error, ``concurrency`` the decode domain's levels (default 1, 4),
-    ``colocated`` marks the profiles as measured with neighbour traffic."""
+    ``colocated`` marks the profiles as measured with neighbour traffic; ``samples`` replaces every
+    engine's sidecar prefill and decode samples (default: one repeat per length exactly on the
+    fit, no cohort)."""
     fleet = load_fleet(fleet_path)
     profiles, entries = [], []
     levels = concurrency or [1, 4]
@@ -111,10 +114,13 @@ def write_profiles(
                     "limits_applied": {"max_num_seqs": 64},
                     "prompt_seed": 0,
                 },
-                "prefill_samples": [
-                    {"length": n, "ttft_s": [0.005], "request_ids": [f"p-{n}"]} for n in lengths
-                ],
-                "decode_samples": [],
+                "prefill_samples": [  # one repeat on the fit: the Monte Carlo adds no spread
+                    prefill_sample(n, [prefill["a"] + prefill["b"] * n + prefill["c"] * n * n])
+                    for n in lengths
+                ]
+                if samples is None
+                else samples[0],
+                "decode_samples": [] if samples is None else samples[1],
                 "neighbours": [],
                 "decode_fit": decode_fit,
             }
@@ -131,3 +137,43 @@ def write_profiles(
     path.parent.mkdir(exist_ok=True)
     write_store(path, store, sidecar, mode="fresh")
     return path
+
+
+def prefill_sample(length: int, ttft_s: list[float]) -> dict[str, Any]:
+    """A sidecar prefill point: one TTFT per repeat."""
+    return {
+        "length": length,
+        "ttft_s": ttft_s,
+        "request_ids": [f"p-{length}-{k}" for k in range(len(ttft_s))],
+    }
+
+
+def decode_sample(
+    input_len: int, gaps_s: list[list[float]], tpot_s: float, ctx: float, repeat: int = 0
+) -> dict[str, Any]:
+    """A valid sidecar decode cohort: one stream per gap list (one token per chunk, every stream
+    sent at 0 and its first token at 10 ms), stored with the given cohort TPOT and context."""
+    streams = []
+    for k, gaps in enumerate(gaps_s):
+        t = 10_000_000
+        times = [t]
+        for g in gaps:
+            t += round(g * 1e9)
+            times.append(t)
+        streams.append(
+            {
+                "request_id": f"d-{input_len}-{repeat}-{k}",
+                "send_ns": 0,
+                "chunk_ns": times,
+                "chunk_tokens": [1] * len(times),
+            }
+        )
+    return {
+        "input_len": input_len,
+        "concurrency": len(gaps_s),
+        "repeat": repeat,
+        "valid": True,
+        "streams": streams,
+        "tpot_s": tpot_s,
+        "ctx": ctx,
+    }

@@ -21,19 +21,12 @@ from narwhal_trial._errors import (
     TrialUsageError,
     WorkloadError,
 )
-from narwhal_trial._predict import (
-    FleetModel,
-    OutsideDomainError,
-    PredictRequest,
-    TrialTarget,
-    find_max_rate,
-    load_model,
-    predict,
-    predict_rate,
-)
+from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget
+from narwhal_trial._predict import DEFAULT_REPLICATIONS, PredictRequest, load_model, predict
 from narwhal_trial._prediction import Prediction
 from narwhal_trial._prepare import build_workload, seed_token_ids
 from narwhal_trial._profile_domain import CheckItem
+from narwhal_trial._rates import find_max_rate, predict_rate
 from narwhal_trial._reconcile import Reconciliation, read_journal, read_requests, reconcile
 from narwhal_trial._records import (
     STATUSES,
@@ -64,6 +57,7 @@ from narwhal_trial._workload import (
 __all__ = [
     "DEFAULT_API_KEY_ENV",
     "DEFAULT_GAUGES",
+    "DEFAULT_REPLICATIONS",
     "DRAIN_PRESETS",
     "STATUSES",
     "ApiKeyEnv",

@@ -11,13 +11,14 @@ from narwhal_trial._records import AliasedDoc, Distribution
 PREDICTION_FORMAT: Final = "narwhal.trial.prediction"
 
 
-class FitInterval(AliasedDoc):
-    """The attainment of the fleet whose fits are all off by their worst relative residual."""
+class AttainmentInterval(AliasedDoc):
+    """How far the attainment may move: across Monte Carlo replications, or (one replication) with
+    every fit off by its worst relative residual."""
 
-    method: Literal["fit-residuals"] = Field(
-        default="fit-residuals",
-        description="low: every fit scaled up by its worst-point relative error; high: scaled "
-        "down by it",
+    method: Literal["monte-carlo", "fit-residuals"] = Field(
+        description="monte-carlo: the 5th and 95th percentile of the replications' attainment; "
+        "fit-residuals: low with every fit scaled up by its worst-point relative error, high "
+        "scaled down by it"
     )
     low: float
     high: float
@@ -39,11 +40,15 @@ class RatePrediction(AliasedDoc):
     """The predicted outcome of one trial at one rate."""
 
     rate: float
-    good: int
+    replications: int = Field(description="1: the fits alone (deterministic)")
+    good: int = Field(description="the median over replications")
     required_good: int
     attainment: float = Field(description="good / requests")
-    attainment_interval: FitInterval
-    passed: bool = Field(alias="pass", description="good ≥ required_good")
+    attainment_interval: AttainmentInterval
+    pass_probability: float = Field(
+        description="the share of replications with good ≥ required_good (0 or 1 with one)"
+    )
+    passed: bool = Field(alias="pass", description="pass_probability ≥ 0.5")
     pass_interval: tuple[bool, bool] = Field(
         description="the verdict at the interval's low and high ends"
     )
@@ -51,8 +56,8 @@ class RatePrediction(AliasedDoc):
         description="offers due while --max-in-flight requests were in flight: the trial would "
         "record them as client_schedule_miss and report client_schedule_valid false"
     )
-    ttft_s: Distribution = Field(description="over the requests sent")
-    tpot_s: Distribution = Field(description="over the requests sent")
+    ttft_s: Distribution = Field(description="over the requests sent, in every replication")
+    tpot_s: Distribution = Field(description="over the requests sent, in every replication")
     engines: list[EngineUse]
 
 
@@ -64,6 +69,9 @@ class EdgeBand(AliasedDoc):
     pass_50: float | None
     pass_10: float | None
     replications: int = Field(description="Monte Carlo replications behind each probability")
+    curve: list[tuple[float, float]] = Field(
+        description="(rate, pass probability) at every rate the search simulated"
+    )
 
 
 class RateSearch(AliasedDoc):
@@ -97,6 +105,9 @@ class Inputs(AliasedDoc):
     attainment: str
     kv_transfer_s_per_token: float
     max_num_batched_tokens: int
+    replications: int
+    seed: int
+    spread: dict[str, str] = Field(description="per engine: the sidecar timings behind its spread")
 
 
 class Prediction(AliasedDoc):
@@ -110,6 +121,10 @@ class Prediction(AliasedDoc):
     search: RateSearch | None = Field(description="with --find-max-rate")
 
 
+def _rate(value: float | None) -> str:
+    return "none" if value is None else f"{value:.4g}/s"
+
+
 def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 1000:.1f} ms"
 
@@ -118,7 +133,9 @@ def rate_lines(p: RatePrediction) -> list[str]:
     """A few lines about one predicted rate."""
     lo, hi = p.attainment_interval.low, p.attainment_interval.high
     verdict = "PASS" if p.passed else "MISS"
-    if p.pass_interval[0] != p.pass_interval[1]:
+    if p.replications > 1:
+        verdict += f" (pass probability {p.pass_probability:.2f})"
+    elif p.pass_interval[0] != p.pass_interval[1]:
         verdict += " (borderline: the fits' residuals span the target)"
     if p.schedule_misses:
         verdict += (
@@ -143,10 +160,17 @@ def rate_lines(p: RatePrediction) -> list[str]:
 def render_text(doc: Prediction) -> str:
     """The text summary ``predict`` prints."""
     i = doc.inputs
+    how = (
+        "the fits alone (--replications 1), interval from the fits' worst residuals"
+        if i.replications == 1
+        else f"{i.replications} replications (seed {i.seed}) of the profiles' spread, "
+        "median attainment [5th, 95th percentile]"
+    )
     lines = [
         f"predicted from {i.profiles} for {i.requests} requests of {i.input_tokens} in / "
         f"{i.output_tokens} out, TTFT ≤ {i.ttft_s} s, TPOT ≤ {i.tpot_s} s, attainment "
-        f"{i.attainment}"
+        f"{i.attainment}",
+        f"model: {how}",
     ]
     if doc.prediction is not None:
         lines += rate_lines(doc.prediction)
@@ -159,6 +183,12 @@ def render_text(doc: Prediction) -> str:
                 f"highest passing rate: {s.max_rate:g}/s (limited by the {s.limited_by}: "
                 f"{s.detail})"
             )
+            b = s.band
+            if b.replications > 1:
+                lines.append(
+                    f"edge band: pass probability ≥ 0.9 up to {_rate(b.pass_90)}, ≥ 0.5 up to "
+                    f"{_rate(b.pass_50)}, ≥ 0.1 up to {_rate(b.pass_10)}"
+                )
             if s.at_max is not None:
                 lines += rate_lines(s.at_max)
     return "\n".join(lines)

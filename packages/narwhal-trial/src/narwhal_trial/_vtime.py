@@ -22,6 +22,11 @@ Everything runs on a virtual clock from the profiles' fits; nothing is contacted
   token, and the decode engine computes the last prompt token only, then streams.
 - The trial client's ``--max-in-flight``: an offer due while that many requests are in flight is
   a schedule miss, never sent (and never good).
+- With a ``Replica`` (``_spread``, the Monte Carlo), the fits become the profile's own spread: a
+  request's off-GPU wait and prefill chunks cost its drawn prefill factor times the fit's, every
+  step's decode cost its nearest profiled point's level, and a request's TPOT is the simulated one
+  times its drawn dispersion at the point nearest its mean decode batch. Without one, the model is
+  the fits' alone (deterministic).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
+from narwhal_trial._spread import EngineReplica, Replica
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's per-step token budget when none is given
 
@@ -75,12 +81,15 @@ class _Seq:
     generated: int = 0
     first: float = -1.0
     last: float = -1.0
+    factor: float = 1.0  # the prefill factor drawn for this request (1: the fit's)
+    batch_sum: int = 0  # decoding sequences summed over this sequence's decode steps
 
 
 @dataclass(slots=True)
 class _Engine:
     model: EngineModel
     delay: float
+    spread: EngineReplica | None = None
     waiting: deque[_Seq] = field(default_factory=deque)
     running: list[_Seq] = field(default_factory=list)
     resident: int = 0
@@ -107,9 +116,13 @@ class SimulatedOutcome:
     max_decoding: dict[str, int]
 
 
-def simulate(engines: list[EngineModel], shape: TrialShape, rate: float) -> SimulatedOutcome:
-    """Offer ``shape.requests`` requests at ``n / rate`` to an idle fleet; run until all end."""
-    state = [_Engine(m, max(0.0, m.a - m.d0)) for m in engines]
+def simulate(
+    engines: list[EngineModel], shape: TrialShape, rate: float, replica: Replica | None = None
+) -> SimulatedOutcome:
+    """Offer ``shape.requests`` requests at ``n / rate`` to an idle fleet; run until all end.
+    ``replica``: one Monte Carlo replication's spread (None: the fits alone)."""
+    spreads = {} if replica is None else replica.engines
+    state = [_Engine(m, max(0.0, m.a - m.d0), spreads.get(m.iid)) for m in engines]
     devices: dict[str, _Device] = {}
     for e in state:
         devices.setdefault(e.model.device, _Device([])).engines.append(e)
@@ -119,6 +132,7 @@ def simulate(engines: list[EngineModel], shape: TrialShape, rate: float) -> Simu
     arrival = [k / rate for k in range(n_req)]
     first = [0.0] * n_req
     last = [0.0] * n_req
+    batch = [1.0] * n_req  # each request's mean decode batch on its serving engine
     route: list[tuple[_Engine, _Engine | None] | None] = []
     cap = shape.max_in_flight
     missed = 0
@@ -135,7 +149,7 @@ def simulate(engines: list[EngineModel], shape: TrialShape, rate: float) -> Simu
                 t = cand
         for dev in devices.values():  # commit steps ending now
             if dev.end is not None and dev.end <= t:
-                ended += _commit(dev, dev.end, shape, first, last, route)
+                ended += _commit(dev, dev.end, shape, (first, last, batch), route)
                 dev.end = None
         while nxt < n_req and arrival[nxt] <= t:  # the client, then the router
             if cap is not None and nxt - missed - ended >= cap:
@@ -153,14 +167,18 @@ def simulate(engines: list[EngineModel], shape: TrialShape, rate: float) -> Simu
             served[target.model.iid] += 1
             route.append((target, pre))
             at = arrival[nxt]
+            host = target if pre is None else pre
+            f = 1.0
+            if host.spread is not None and replica is not None:
+                f = host.spread.prefill_factor(shape.input_tokens, replica.draws(nxt)[0])
             if pre is None:
-                target.waiting.append(
-                    _Seq(nxt, shape.input_tokens, shape.output_tokens, at + target.delay)
-                )
+                seq = _Seq(nxt, shape.input_tokens, shape.output_tokens, at + target.delay * f)
             else:
                 pre.resident += 1
                 prefilled[pre.model.iid] += 1
-                pre.waiting.append(_Seq(nxt, shape.input_tokens, 1, at + pre.delay))
+                seq = _Seq(nxt, shape.input_tokens, 1, at + pre.delay * f)
+            seq.factor = f
+            host.waiting.append(seq)
             nxt += 1
         for dev in devices.values():  # idle devices start a step when work is ready
             if dev.end is None:
@@ -169,6 +187,14 @@ def simulate(engines: list[EngineModel], shape: TrialShape, rate: float) -> Simu
     ttft = [first[k] - arrival[k] for k in sent]
     out = shape.output_tokens
     tpot = [(last[k] - first[k]) / (out - 1) if out > 1 else 0.0 for k in sent]
+    if replica is not None:
+        ctx = shape.input_tokens + out / 2
+        for i, k in enumerate(sent):
+            routed = route[k]
+            assert routed is not None
+            spread = routed[0].spread
+            if spread is not None:
+                tpot[i] *= spread.tpot_factor(batch[k], ctx, replica.draws(k)[1])
     decoding = {e.model.iid: e.max_decoding for e in state}
     return SimulatedOutcome(ttft, tpot, missed, served, prefilled, decoding)
 
@@ -190,7 +216,10 @@ def _plan(dev: _Device, now: float, budget_tokens: int) -> None:
             continue
         decode = [s for s in e.running if s.computed >= s.prompt]
         sum_ctx = sum(s.prompt + s.generated for s in decode)
-        cost += m.d0 + m.d1 * len(decode) + m.d2 * sum_ctx
+        step = m.d0 + m.d1 * len(decode) + m.d2 * sum_ctx
+        if e.spread is not None and decode:
+            step *= e.spread.decode_level(len(decode), sum_ctx / len(decode))
+        cost += step
         e.max_decoding = max(e.max_decoding, len(decode))
         budget = budget_tokens - len(decode)
         chunks = []
@@ -202,7 +231,7 @@ def _plan(dev: _Device, now: float, budget_tokens: int) -> None:
                 continue
             take = min(left, budget)
             p = s.computed
-            cost += m.b * take + m.c * ((p + take) ** 2 - p * p)
+            cost += (m.b * take + m.c * ((p + take) ** 2 - p * p)) * s.factor
             chunks.append((s, take))
             budget -= take
         plan.append((e, decode, chunks))
@@ -215,17 +244,19 @@ def _commit(
     dev: _Device,
     now: float,
     shape: TrialShape,
-    first: list[float],
-    last: list[float],
+    times: tuple[list[float], list[float], list[float]],
     route: list[tuple[_Engine, _Engine | None] | None],
 ) -> int:
-    """Emit the step's tokens; returns how many requests ended (last token at the client)."""
+    """Emit the step's tokens into ``times`` (first token, last token, mean decode batch per
+    request); returns how many requests ended (last token at the client)."""
+    first, last, batch = times
     ended = 0
     for e, decode, chunks in dev.plan:
         done: list[_Seq] = []
         for s in decode:
             s.generated += 1
             s.last = now
+            s.batch_sum += len(decode)
             if s.generated >= s.target:
                 done.append(s)
         for s, take in chunks:
@@ -248,6 +279,8 @@ def _commit(
                 continue
             first[s.req] = s.first
             last[s.req] = s.last
+            steps = s.generated - 1  # decode steps after the first token
+            batch[s.req] = s.batch_sum / steps if steps > 0 else 1.0
             ended += 1
     dev.plan = []
     return ended

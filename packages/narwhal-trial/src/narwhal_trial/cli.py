@@ -30,7 +30,8 @@ from narwhal_trial._commands import (
 )
 from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
 from narwhal_trial._errors import TrialError, TrialUsageError
-from narwhal_trial._predict import PredictRequest, TrialTarget
+from narwhal_trial._model import TrialTarget
+from narwhal_trial._predict import DEFAULT_REPLICATIONS, MAX_REPLICATIONS, PredictRequest
 from narwhal_trial._run import run_trial
 from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
 from narwhal_trial._settings import MAX_IN_FLIGHT, MAX_RATE, MAX_REQUESTS, RunSettings
@@ -356,6 +357,23 @@ def predict(
             "--max-in-flight", min=1, help="The trial's in-flight cap (as run --max-in-flight)."
         ),
     ] = DEFAULT_MAX_IN_FLIGHT,
+    replications: Annotated[
+        int,
+        typer.Option(
+            "--replications",
+            min=1,
+            max=MAX_REPLICATIONS,
+            help="Monte Carlo replications of the fleet, each with latencies drawn from the "
+            "profile's own raw timings (the sidecar): the median attainment, its 5-95% range and "
+            "the probability that the trial passes; with --find-max-rate, the rates where that "
+            "probability crosses 0.9, 0.5 and 0.1. 1: the fits alone, deterministic (the "
+            "predictions of format_version 1).",
+        ),
+    ] = DEFAULT_REPLICATIONS,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", min=0, help="Seed of the replications (same seed, same result)."),
+    ] = 0,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the JSON document instead of the text.")
     ] = False,
@@ -364,7 +382,8 @@ def predict(
     ] = None,
 ) -> None:
     """Predict the trial from the profiles (no engine is contacted). Exit 0 when the prediction
-    passes, 2 when it misses the target, 1 for bad input or a trial outside the profiled domain."""
+    passes (pass probability at least 0.5), 2 when it misses the target, 1 for bad input or a
+    trial outside the profiled domain."""
     inv: _Invocation = ctx.obj
     try:
         if rate is not None and not (0 < rate < float("inf")):
@@ -388,6 +407,8 @@ def predict(
             ),
             rate=rate,
             find_max_rate=find_max_rate,
+            replications=replications,
+            seed=seed,
         )
         code, text = predict_command(req, as_json=json_out, out=out)
     except TrialError as exc:

@@ -1,0 +1,157 @@
+"""The fleet as ``predict`` sees it: every engine's fits, their residuals, decode domain and
+spread, from the fleet file, the profile store (with its sidecar) and the limits file.
+
+The prediction refuses to extrapolate: every engine needs an accepted profile for its current key
+with the shape inside its domain (the checks ``check`` makes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from narwhal_store import (
+    DECODE_FORM,
+    PREFILL_FORM,
+    FitDoc,
+    FitQuality,
+    LimitsFile,
+    LoadedFleet,
+    LoadedStore,
+    Profile,
+)
+from narwhal_trial._errors import TrialUsageError
+from narwhal_trial._profile_domain import accepted_profile, domain_items
+from narwhal_trial._spread import EngineSpread, FleetSpread, Replica, engine_spread
+from narwhal_trial._vtime import EngineModel, TrialShape
+
+
+class OutsideDomainError(TrialUsageError):
+    """The shape or the predicted load lies outside the profiled domain: predict refuses to
+    extrapolate (exit 1, a blocking error; 2 is a prediction that misses the target)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TrialTarget:
+    """The trial's pass rule: TTFT and TPOT bounds, the attainment, the request count."""
+
+    ttft_s: Decimal
+    tpot_s: Decimal
+    attainment: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class FleetModel:
+    """Every engine's model, its fits' worst residuals, its decode domain and its spread."""
+
+    engines: list[EngineModel]
+    prefill_error: dict[str, float]
+    decode_error: dict[str, float]
+    decode_max: dict[str, int | None]
+    spread: FleetSpread = field(default_factory=lambda: FleetSpread({}))
+    _replicas: dict[int, list[Replica]] = field(default_factory=dict, compare=False, repr=False)
+
+    def replicas(self, seed: int, count: int) -> list[Replica]:
+        """Replications ``0 .. count-1`` of ``seed`` (kept: every rate uses the same ones)."""
+        if seed not in self._replicas or len(self._replicas[seed]) != count:
+            self._replicas[seed] = [self.spread.replica(seed, r) for r in range(count)]
+        return self._replicas[seed]
+
+    def scaled(self, sign: int) -> list[EngineModel]:
+        """Every fit off by its worst relative residual (``sign`` +1: slower, -1: faster)."""
+        out = []
+        for m in self.engines:
+            fp = 1 + sign * self.prefill_error[m.iid]
+            fd = 1 + sign * self.decode_error[m.iid]
+            out.append(
+                EngineModel(
+                    m.iid,
+                    m.role,
+                    m.device,
+                    m.a * fp,
+                    m.b * fp,
+                    m.c * fp,
+                    m.d0 * fd,
+                    m.d1 * fd,
+                    m.d2 * fd,
+                    m.max_num_seqs,
+                )
+            )
+        return out
+
+
+def _worst(fit: FitDoc | None) -> float:
+    quality = None if fit is None else FitQuality.of(fit)
+    return 0.0 if quality is None else min(quality.worst_rel_error, 0.99)
+
+
+def _concurrency_max(profile: Profile) -> int | None:
+    fit = profile.decode_fit
+    levels = None if fit is None else fit.domain.get("concurrency")
+    if not isinstance(levels, list) or not levels:
+        return None
+    return max(int(v) for v in levels)
+
+
+def fleet_model(
+    fleet: LoadedFleet, store: LoadedStore, limits: LimitsFile | None, shape: TrialShape
+) -> FleetModel:
+    """The engines' models; ``OutsideDomainError`` lists every engine outside its domain."""
+    entries = fleet.config.engines
+    has_prefill = any(e.role == "prefill" for e in entries)
+    problems: list[str] = []
+    engines: list[EngineModel] = []
+    prefill_error: dict[str, float] = {}
+    decode_error: dict[str, float] = {}
+    decode_max: dict[str, int | None] = {}
+    spreads: dict[str, EngineSpread] = {}
+    for entry in entries:
+        found = accepted_profile(store, fleet, entry.iid)
+        if isinstance(found, str):
+            problems.append(f"{entry.iid}: accepted profile: {found}")
+            continue
+        # a decode engine without prefill engines in the fleet serves whole requests
+        role = "mixed" if entry.role == "decode" and not has_prefill else entry.role
+        items = domain_items(entry.iid, role, found, shape.input_tokens, shape.output_tokens)
+        problems += [f"{i.subject}: {i.what}: {i.detail}" for i in items if not i.ok]
+        pf, df = found.prefill_fit, found.decode_fit
+        if pf.form != PREFILL_FORM or (df is not None and df.form != DECODE_FORM):
+            problems.append(
+                f"{entry.iid}: fit forms {pf.form}/{df.form if df else None}: predict knows "
+                f"{PREFILL_FORM} and {DECODE_FORM}"
+            )
+            continue
+        d = df.coefficients if df is not None else {"d0": 0.0, "d1": 0.0, "d2": 0.0}
+        c = pf.coefficients
+        group = entry.gpu_group
+        device = group if group is not None and found.colocation is None else entry.iid
+        engines.append(
+            EngineModel(
+                entry.iid,
+                entry.role,
+                device,
+                c["a"],
+                c["b"],
+                c["c"],
+                d["d0"],
+                d["d1"],
+                d["d2"],
+                limits.engines[entry.iid].max_num_seqs
+                if limits is not None and entry.iid in limits.engines
+                else None,
+            )
+        )
+        prefill_error[entry.iid] = _worst(pf)
+        decode_error[entry.iid] = _worst(df)
+        decode_max[entry.iid] = _concurrency_max(found)
+        try:
+            samples = store.samples(found.key)
+        except KeyError:
+            spreads[entry.iid] = EngineSpread((), (), "no sidecar entry: the fits alone")
+        else:
+            spreads[entry.iid] = engine_spread(found, samples, shape.output_tokens)
+    if problems:
+        raise OutsideDomainError(
+            "the trial lies outside the accepted profile domain: " + "; ".join(problems)
+        )
+    return FleetModel(engines, prefill_error, decode_error, decode_max, FleetSpread(spreads))

@@ -1,0 +1,246 @@
+"""One predicted rate, and the search for the edge: the virtual fleet run once (deterministic) or
+replicated with the profiles' spread (Monte Carlo, docs/design.md §11)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Literal
+
+from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget
+from narwhal_trial._prediction import (
+    AttainmentInterval,
+    EdgeBand,
+    EngineUse,
+    RatePrediction,
+    RateSearch,
+)
+from narwhal_trial._records import Distribution
+from narwhal_trial._stats import distribution, required_good
+from narwhal_trial._vtime import SimulatedOutcome, TrialShape, simulate
+
+_SEARCH_PRECISION = 0.01  # stop bisecting when the bracket is within 1 %
+_SEARCH_STEPS = 40
+#: The pass probabilities whose crossings make the band (0.5: the trial's own judgement).
+BAND_LEVELS = (0.9, 0.5, 0.1)
+
+
+def _good(outcome: SimulatedOutcome, target: TrialTarget) -> int:
+    ttft, tpot = float(target.ttft_s), float(target.tpot_s)
+    return sum(
+        1 for a, b in zip(outcome.ttft, outcome.tpot, strict=True) if a <= ttft and b <= tpot
+    )
+
+
+def _beyond(model: FleetModel, outcomes: list[SimulatedOutcome]) -> list[str]:
+    most: dict[str, int] = {}
+    for o in outcomes:
+        for iid, n in o.max_decoding.items():
+            most[iid] = max(most.get(iid, 0), n)
+    return [
+        f"{iid} reaches {n} decoding sequences, beyond the profiled decode domain "
+        f"(concurrency up to {model.decode_max[iid]})"
+        for iid, n in most.items()
+        if (top := model.decode_max.get(iid)) is not None and n > top
+    ]
+
+
+def _check_batch(model: FleetModel, outcomes: list[SimulatedOutcome], rate: float) -> None:
+    beyond = _beyond(model, outcomes)
+    if beyond:
+        raise OutsideDomainError(
+            f"at {rate:g} request/s " + "; ".join(beyond) + ": profile with a larger "
+            "--decode-concurrency (or give --limits) before predicting this rate"
+        )
+
+
+def outcomes(
+    model: FleetModel, shape: TrialShape, rate: float, replications: int, seed: int
+) -> list[SimulatedOutcome]:
+    """The virtual trial at ``rate``: once on the fits (``replications`` 1), else once per
+    replication of the profiles' spread."""
+    if replications == 1:
+        return [simulate(model.engines, shape, rate)]
+    return [
+        simulate(model.engines, shape, rate, replica)
+        for replica in model.replicas(seed, replications)
+    ]
+
+
+def _rank(values: list[int], q: float) -> int:
+    """The nearest-rank ``q`` quantile of sorted ``values``."""
+    return values[max(0, math.ceil(q * len(values)) - 1)]
+
+
+def predict_rate(
+    model: FleetModel,
+    shape: TrialShape,
+    target: TrialTarget,
+    rate: float,
+    replications: int = 1,
+    seed: int = 0,
+) -> RatePrediction:
+    """The predicted trial at ``rate``; ``OutsideDomainError`` when the load leaves the domain.
+
+    One replication: the fits alone, with the fit-residual interval. More: the median good count,
+    its 5-95 % range, the share of replications that pass, percentiles over every replication.
+    """
+    runs = outcomes(model, shape, rate, replications, seed)
+    _check_batch(model, runs, rate)
+    n = shape.requests
+    need = required_good(target.attainment, n)
+    goods = sorted(_good(o, target) for o in runs)
+    if replications == 1:
+        good = goods[0]
+        slow = _good(simulate(model.scaled(+1), shape, rate), target)
+        fast = _good(simulate(model.scaled(-1), shape, rate), target)
+        low, high = min(slow, good), max(fast, good)
+        interval = AttainmentInterval(method="fit-residuals", low=low / n, high=high / n)
+        probability = 1.0 if good >= need else 0.0
+    else:
+        good = _rank(goods, 0.5)
+        low, high = _rank(goods, 0.05), _rank(goods, 0.95)
+        interval = AttainmentInterval(method="monte-carlo", low=low / n, high=high / n)
+        probability = sum(1 for g in goods if g >= need) / replications
+    first = runs[0]
+    roles = {m.iid: m for m in model.engines}
+    verdict: dict[str, bool] = {"pass": probability >= 0.5}
+    return RatePrediction(
+        **verdict,
+        rate=rate,
+        replications=replications,
+        good=good,
+        required_good=need,
+        attainment=good / n,
+        attainment_interval=interval,
+        pass_probability=probability,
+        pass_interval=(low >= need, high >= need),
+        schedule_misses=first.schedule_misses,
+        ttft_s=Distribution.model_validate(distribution([t for o in runs for t in o.ttft])),
+        tpot_s=Distribution.model_validate(distribution([t for o in runs for t in o.tpot])),
+        engines=[
+            EngineUse(
+                iid=iid,
+                role=roles[iid].role,
+                device=roles[iid].device,
+                served=first.served_by[iid],
+                prefilled=first.prefilled_by[iid],
+                max_decoding=max(o.max_decoding[iid] for o in runs),
+                decode_domain_max=model.decode_max[iid],
+            )
+            for iid in first.served_by
+        ],
+    )
+
+
+class _Judge:
+    """Pass probabilities by rate, each rate simulated once (``outside domain``: None)."""
+
+    def __init__(
+        self,
+        model: FleetModel,
+        shape: TrialShape,
+        target: TrialTarget,
+        replications: int,
+        seed: int,
+    ) -> None:
+        self._run: Callable[[float], list[SimulatedOutcome]] = lambda rate: outcomes(
+            model, shape, rate, replications, seed
+        )
+        self._model, self._target = model, target
+        self._need = required_good(target.attainment, shape.requests)
+        self.seen: dict[float, float | None] = {}
+        self.tried: list[tuple[float, str]] = []
+
+    def __call__(self, rate: float) -> float | None:
+        if rate not in self.seen:
+            runs = self._run(rate)
+            p: float | None = None
+            if not _beyond(self._model, runs):
+                p = sum(1 for o in runs if _good(o, self._target) >= self._need) / len(runs)
+            self.seen[rate] = p
+            state = "outside domain" if p is None else "pass" if p >= 0.5 else "miss"
+            self.tried.append((rate, state))
+        return self.seen[rate]
+
+    def bracket(self, level: float) -> tuple[float | None, float | None]:
+        """The highest rate seen at or above ``level`` below every rate seen under it (or outside
+        the domain), and the lowest such rate above it."""
+        below = [r for r, p in self.seen.items() if p is None or p < level]
+        hi = min(below) if below else None
+        above = [r for r, p in self.seen.items() if p is not None and p >= level]
+        above = [r for r in above if hi is None or r < hi]
+        return (max(above) if above else None), hi
+
+
+def _crossing(judge: _Judge, level: float, start: float) -> float | None:
+    """The highest rate whose pass probability is at least ``level`` (to 1 %): double or halve
+    from what was seen to bracket it, then bisect. Assumes the probability falls with rate."""
+    judge(start)
+    lo, hi = judge.bracket(level)
+    for _ in range(_SEARCH_STEPS):
+        if lo is not None and hi is not None:
+            break
+        rate = lo * 2 if lo is not None else (hi or start) / 2
+        judge(rate)
+        lo, hi = judge.bracket(level)
+    if lo is None:
+        return None
+    while hi is not None and hi / lo - 1 > _SEARCH_PRECISION:
+        judge((lo * hi) ** 0.5)
+        lo2, hi = judge.bracket(level)
+        lo = lo2 if lo2 is not None else lo
+    return lo
+
+
+def find_max_rate(
+    model: FleetModel,
+    shape: TrialShape,
+    target: TrialTarget,
+    start: float = 1.0,
+    replications: int = 1,
+    seed: int = 0,
+) -> RateSearch:
+    """The highest rate predicted to pass (pass probability ≥ 0.5), and the band where the pass
+    probability crosses 0.9 and 0.1: double (or halve) from ``start`` to bracket each crossing,
+    then bisect to within 1 %. Assumes a passing rate's lower rates pass at least as often."""
+    judge = _Judge(model, shape, target, replications, seed)
+    crossing = {level: _crossing(judge, level, start) for level in (0.5, 0.9, 0.1)}
+    lo = crossing[0.5]
+    band = EdgeBand(
+        pass_90=crossing[0.9],
+        pass_50=lo,
+        pass_10=crossing[0.1],
+        replications=replications,
+        curve=sorted((r, p) for r, p in judge.seen.items() if p is not None),
+    )
+    _, hi = judge.bracket(0.5)
+    hi_state = "miss" if hi is None or judge.seen[hi] is not None else "outside domain"
+    limited: Literal["target", "profile domain"] = (
+        "target" if hi_state == "miss" else "profile domain"
+    )
+    if lo is None:
+        rate = min(judge.seen)
+        state = "outside domain" if judge.seen[rate] is None else "miss"
+        return RateSearch(
+            max_rate=None,
+            at_max=None,
+            limited_by="target" if state == "miss" else "profile domain",
+            detail=f"{rate:g} request/s is already {state}",
+            tried=judge.tried,
+            band=band,
+        )
+    detail = (
+        f"{hi:.4g} request/s is predicted to "
+        + ("miss" if hi_state == "miss" else "need a decode batch beyond the profiled concurrency")
+        if hi is not None
+        else "no rate above it was reached"
+    )
+    return RateSearch(
+        max_rate=lo,
+        at_max=predict_rate(model, shape, target, lo, replications, seed),
+        limited_by=limited,
+        detail=detail,
+        tried=judge.tried,
+        band=band,
+    )

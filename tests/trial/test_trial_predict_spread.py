@@ -1,0 +1,172 @@
+"""``predict``'s Monte Carlo: the spread comes from the sidecar's raw timings, reproducibly."""
+
+from __future__ import annotations
+
+import json
+import random
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from narwhal_store import read_store
+from narwhal_trial._predict import PredictRequest, TrialTarget, predict
+from narwhal_trial._spread import EngineReplica, engine_spread
+from narwhal_trial._vtime import TrialShape
+
+from ._store_kit import decode_sample, prefill_sample, write_profiles
+from .conftest import Cli
+
+L = 8192
+LENGTHS = [2048, 4096, 8192, 12288]
+PREFILL = {"a": 0.0, "b": 0.5 / L, "c": 0.0}  # 0.5 s per 8,192-token prompt, all on the GPU
+DECODE = {"d0": 0.01, "d1": 0.0, "d2": 0.0}  # 10 ms per step, whatever the batch
+FACTORS = (0.8, 1.0, 1.2)  # every length's repeats, relative to the fit
+#: A stream whose first 200 intervals take 6 ms and next 200 take 10 ms: windows of 127 intervals
+#: range from 6 to 10 ms, their mean is 8 ms: the cohort's level is 0.8 of the fit's 10 ms.
+GAPS = [0.006] * 200 + [0.010] * 200
+
+
+def _spread_store(tmp_path: Path) -> tuple[Path, Path]:
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text(
+        json.dumps(
+            {
+                "format": "narwhal.fleet",
+                "format_version": 1,
+                "profiles": {"path": "profiles/fleet-profiles.json"},
+                "engines": [{"iid": "e0", "role": "mixed", "url": "http://127.0.0.1:9100"}],
+            }
+        )
+    )
+    prefill = [prefill_sample(n, [f * 0.5 * n / L for f in FACTORS]) for n in LENGTHS]
+    decode = [
+        decode_sample(n, [GAPS] * c, 0.008, n + 200.0, repeat)
+        for n in (4096, 8192)
+        for c in (1, 4)
+        for repeat in range(2)
+    ]
+    store = write_profiles(
+        fleet, LENGTHS, [4096, 8192], fits={"e0": (PREFILL, DECODE)}, samples=(prefill, decode)
+    )
+    return fleet, store
+
+
+def _request(
+    fleet: Path,
+    store: Path,
+    *,
+    rate: float | None,
+    replications: int,
+    seed: int = 0,
+    find: bool = False,
+    out: int = 128,
+) -> PredictRequest:
+    """The runbook's trial; ``out`` 2 (and no TPOT bound) makes the edge the prefill queue's."""
+    return PredictRequest(
+        fleet=fleet,
+        profiles=store,
+        limits=None,
+        shape=TrialShape(L, out, 200),
+        target=TrialTarget(Decimal("2"), Decimal("0.0333" if out > 2 else "1"), Decimal("0.95")),
+        rate=rate,
+        find_max_rate=find,
+        replications=replications,
+        seed=seed,
+    )
+
+
+def test_one_replication_is_the_fits_alone(tmp_path: Path) -> None:
+    """``--replications 1``: every request gets the fits' figures, whatever the sidecar holds."""
+    fleet, store = _spread_store(tmp_path)
+    p = predict(_request(fleet, store, rate=0.5, replications=1)).prediction
+    assert p is not None and p.attainment_interval.method == "fit-residuals"
+    assert p.ttft_s.p50 == pytest.approx(0.51) and p.ttft_s.max == pytest.approx(0.51)
+    assert p.tpot_s.p50 == pytest.approx(0.01) and p.tpot_s.p99 == pytest.approx(0.01)
+    assert p.pass_probability == 1.0
+
+
+def test_spread_gives_the_profiles_level_and_dispersion(tmp_path: Path) -> None:
+    """At a light load, TTFT spreads as the prefill repeats (0.8 to 1.2 of the fit), and TPOT sits
+    at the cohorts' level (8 ms, not the fit's 10 ms) and spreads as their 127-interval windows
+    (6 to 10 ms): the percentiles differ where the engine's did."""
+    fleet, store = _spread_store(tmp_path)
+    p = predict(_request(fleet, store, rate=0.5, replications=20)).prediction
+    assert p is not None and p.replications == 20
+    assert p.attainment_interval.method == "monte-carlo"
+    assert p.ttft_s.max == pytest.approx(0.61)  # 1.2 x 0.5 s, plus the step's own 10 ms
+    assert p.ttft_s.p50 == pytest.approx(0.51)
+    assert p.ttft_s.mean == pytest.approx(0.51, rel=0.08)  # each replication resamples repeats
+    assert p.tpot_s.p50 == pytest.approx(0.008, rel=0.1)
+    # the slowest window (10 ms) over the windows' mean (7.8 ms: they start every 31 intervals)
+    assert p.tpot_s.max is not None and p.tpot_s.max <= 0.0105
+    assert p.tpot_s.p99 - p.tpot_s.p50 > 0.001
+
+
+def test_same_seed_same_prediction(tmp_path: Path) -> None:
+    """The replications are a function of the seed alone."""
+    fleet, store = _spread_store(tmp_path)
+    one = predict(_request(fleet, store, rate=1.95, replications=30, seed=7, out=2))
+    two = predict(_request(fleet, store, rate=1.95, replications=30, seed=7, out=2))
+    other = predict(_request(fleet, store, rate=1.95, replications=30, seed=8, out=2))
+    assert one.model_dump() == two.model_dump()
+    assert one.prediction is not None and other.prediction is not None
+    assert one.prediction.ttft_s != other.prediction.ttft_s
+
+
+def test_the_edge_is_a_band_and_attainment_falls_gradually(tmp_path: Path) -> None:
+    """Service times spread 0.8-1.2 x 0.5 s: near 2 request/s some replications pass and some do
+    not, so the pass probability falls over a range of rates (0.9 > 0.5 > 0.1 crossings, each
+    bracketed), while the fits alone put all three at one rate."""
+    fleet, store = _spread_store(tmp_path)
+    search = predict(_request(fleet, store, rate=None, replications=40, find=True, out=2)).search
+    assert search is not None
+    band = search.band
+    assert band.pass_90 is not None and band.pass_50 is not None and band.pass_10 is not None
+    assert band.pass_90 <= band.pass_50 <= band.pass_10
+    assert band.pass_10 / band.pass_90 > 1.02
+    assert search.max_rate == band.pass_50
+    assert any(0 < p < 1 for _, p in band.curve)
+    probabilities = [p for _, p in sorted(band.curve)]
+    assert probabilities == sorted(probabilities, reverse=True)  # falls with rate
+    fits = predict(_request(fleet, store, rate=None, replications=1, find=True, out=2)).search
+    assert fits is not None
+    assert fits.band.pass_90 == fits.band.pass_50 == fits.band.pass_10 == fits.max_rate
+
+
+def test_windows_lie_inside_the_cohorts_overlap(tmp_path: Path) -> None:
+    """A stream that runs alone before the others start contributes only its shared part: its
+    lone 20 ms intervals are outside the cohort's window, so no window reads them."""
+    _, store = _spread_store(tmp_path)
+    loaded = read_store(store)
+    profile = loaded.store.profiles[0]
+    samples = loaded.samples(profile.key).model_copy(deep=True)
+    cohort = decode_sample(8192, [[0.02] * 50 + [0.008] * 200, [0.008] * 200], 0.008, 8292.0)
+    late = cohort["streams"][1]
+    late["chunk_ns"] = [t + 1_000_000_000 for t in late["chunk_ns"]]  # starts 1 s later
+    samples.decode_samples = [type(samples.decode_samples[0]).model_validate(cohort)]
+    spread = engine_spread(profile, samples, 32)
+    (pool,) = spread.decode
+    (one,) = pool.cohorts
+    assert max(one.windows) < 1.05  # relative to the mean: no window holds a 20 ms interval
+    replica = EngineReplica(spread, random.Random(1))
+    assert replica.decode_level(2, 8292.0) == pytest.approx(0.8)
+
+
+def test_cli_replications(cli: Cli, tmp_path: Path) -> None:
+    """The command's default is the Monte Carlo; 1 is the fits alone; 0 is refused, one line."""
+    fleet, store = _spread_store(tmp_path)
+    base = [
+        "predict", "--fleet", str(fleet), "--profiles", str(store), "--input-tokens", str(L),
+        "--output-tokens", "128", "--requests", "200", "--ttft", "2", "--tpot", "0.0333",
+        "--attainment", "0.95", "--rate", "0.5",
+    ]  # fmt: skip
+    done = cli(*base)
+    assert done.returncode == 0, done.stderr
+    assert "100 replications (seed 0)" in done.stdout
+    assert "pass probability 1.00" in done.stdout
+    done = cli(*base, "--replications", "1")
+    assert done.returncode == 0 and "the fits alone" in done.stdout
+    done = cli(*base, "--replications", "0")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "--replications" in done.stderr
