@@ -147,7 +147,7 @@ def fleet_model(
         try:
             samples = store.samples(found.key)
         except KeyError:
-            spreads[entry.iid] = EngineSpread((), (), "no sidecar entry: the fits alone")
+            spreads[entry.iid] = EngineSpread((), (), (), (), "no sidecar entry: the fits alone")
         else:
             spreads[entry.iid] = engine_spread(found, samples, shape.output_tokens)
     if problems:

@@ -1,20 +1,26 @@
 """The latency spread of ``predict``'s Monte Carlo, taken from the profile's own raw timings.
 
 The sidecar keeps every prefill repeat's TTFT and every decode stream's token times. Per engine
-they become pools of *factors* relative to the fit (docs/design.md §11):
+they become (docs/design.md §11):
 
-- **prefill**, per profiled length: each repeat's TTFT over the fit's ``ttft(L)``;
-- **decode level**, per profiled point (concurrency, context): each valid cohort's TPOT over the
-  fit's ``tpot(n, ctx)`` (the fit's bias at that point, and how much it moves between repeats);
-- **decode dispersion**, per cohort: the mean inter-token interval of every run of ``w``
-  consecutive intervals inside the cohort's overlap window (``w`` = the trial's output tokens - 1,
-  the intervals one trial request's TPOT averages), over the cohort's mean of them (mean 1).
+- **prefill levels**, per profiled length: each repeat's TTFT over the fit's ``ttft(L)``;
+- **decode levels**, per profiled point (concurrency, input length): each valid cohort's TPOT over
+  the fit's ``tpot(n, ctx)`` (the fit's bias at that point, and how much it moves between repeats);
+- **TTFT noise**, for the whole engine: how far each prefill repeat lies from its length's median,
+  and each cohort's first stream's TTFT from the median of its input length's (seconds);
+- **TPOT noise**, for the whole engine: the mean inter-token interval of every run of ``w``
+  consecutive intervals inside each cohort's overlap window (``w`` = the trial's output tokens - 1,
+  the intervals one trial request's TPOT averages), less the cohort's median of them (seconds).
 
-One replication (:meth:`FleetSpread.replica`) resamples each point's repeats and cohorts with
-replacement (a bootstrap: the fits' uncertainty, so replications differ in level as well as in
-draws) and sorts every pool, so that one uniform number per request picks a quantile: the same
-seed gives the same numbers at every rate (common random numbers), and a request keeps its draw
-across rates.
+Levels are medians and stay with their point (a fit's bias is local); noise is what lies around
+the medians, pooled over the engine (a stall of the host or the server adds the same seconds
+whatever the point, and pooling samples its tail).
+
+One replication (:meth:`FleetSpread.replica`) resamples each point's repeats and cohorts and each
+noise pool with replacement (a bootstrap: the fits' uncertainty, so replications differ in level
+as well as in draws) and sorts the pools, so that one uniform number per request picks a
+quantile: the same seed gives the same numbers at every rate (common random numbers), and a
+request keeps its draw across rates.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import bisect
 import math
 import random
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -51,48 +58,47 @@ class PrefillPoint:
 
 
 @dataclass(frozen=True, slots=True)
-class DecodeCohort:
-    """One valid cohort: its TPOT over the fit's, and its ``w``-interval windows over their mean."""
-
-    level: float
-    windows: tuple[float, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class DecodePool:
-    """One profiled decode point (concurrency, mean context) and its cohorts."""
+    """One profiled decode point (concurrency, mean context): each valid cohort's TPOT over the
+    fit's."""
 
     concurrency: int
     ctx: float
-    cohorts: tuple[DecodeCohort, ...]
+    levels: tuple[float, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class EngineSpread:
-    """An engine's pools (empty when its sidecar entry holds no usable timing) and what they hold,
-    in words."""
+    """An engine's levels and noise pools (empty when its sidecar entry holds no usable timing)
+    and what they hold, in words."""
 
     prefill: tuple[PrefillPoint, ...]
     decode: tuple[DecodePool, ...]
+    ttft_noise_s: tuple[float, ...]
+    tpot_noise_s: tuple[float, ...]
     source: str
 
-    @property
-    def empty(self) -> bool:
-        """No pool at all: the engine's requests keep the fits' figures."""
-        return not self.prefill and not self.decode
+
+def _centred(groups: dict[object, list[float]]) -> list[float]:
+    """Every value less its group's median (the levels are medians: noise adds the tails)."""
+    out: list[float] = []
+    for values in groups.values():
+        middle = statistics.median(values)
+        out += [v - middle for v in values]
+    return out
 
 
-def _cohort_windows(sample: DecodeSample, w: int) -> tuple[float, ...]:
+def _cohort_noise(sample: DecodeSample, w: int) -> list[float]:
+    """The cohort's ``w``-interval window means less their median, in seconds."""
     streams = [StreamTimes(expand_chunks(s.chunk_ns, s.chunk_tokens)) for s in sample.streams]
     streams = [s for s in streams if len(s.token_ns) >= 2]
     if not streams:
-        return ()
+        return []
     window = decode_window(streams) if len(streams) > 1 else None
     values: list[float] = []
     for s in streams:
         values += _stream_windows(list(s.token_ns), window, w)
-    mean = math.fsum(values) / len(values) if values else 0.0
-    return tuple(v / mean for v in values) if mean > 0 else ()
+    return _centred({0: [v / 1e9 for v in values]}) if values else []
 
 
 def _stream_windows(times: list[int], window: DecodeWindow | None, w: int) -> list[float]:
@@ -110,39 +116,57 @@ def _stream_windows(times: list[int], window: DecodeWindow | None, w: int) -> li
     return [(times[i + w] - times[i]) / w for i in range(0, len(times) - w, stride)]
 
 
+def _first_ttft(sample: DecodeSample) -> float | None:
+    """The TTFT of the cohort's first stream to answer (it prefilled on an idle engine)."""
+    firsts = [(s.chunk_ns[0] - s.send_ns) / 1e9 for s in sample.streams if s.chunk_ns]
+    return min(firsts) if firsts else None
+
+
 def engine_spread(profile: Profile, samples: ProfileSamples, output_tokens: int) -> EngineSpread:
-    """The pools of one engine's accepted profile for requests of ``output_tokens`` tokens."""
+    """The levels and noise of one engine's accepted profile for ``output_tokens`` tokens."""
     pre = profile.prefill_fit.coefficients
     prefill = []
+    ttft_groups: dict[object, list[float]] = {}
     for p in samples.prefill_samples:
         fit = ttft_quadratic_s(pre, p.length)
         factors = tuple(t / fit for t in p.ttft_s if t > 0) if fit > 0 else ()
         if factors:
             prefill.append(PrefillPoint(p.length, factors))
+            ttft_groups[("prefill", p.length)] = list(p.ttft_s)
     decode: list[DecodePool] = []
+    tpot_noise: list[float] = []
     fit_doc = profile.decode_fit
     if fit_doc is not None:
         w = max(1, output_tokens - 1)
-        points: dict[tuple[int, int], list[tuple[float, DecodeCohort]]] = {}
+        points: dict[tuple[int, int], list[tuple[float, float]]] = {}
         for c in samples.decode_samples:
             if not c.valid or c.tpot_s is None or c.ctx is None:
                 continue
+            first = _first_ttft(c)
+            if first is not None:
+                ttft_groups.setdefault(("decode", c.input_len), []).append(first)
             fit = tpot_batch_context_s(fit_doc.coefficients, c.concurrency, c.ctx)
-            windows = _cohort_windows(c, w)
-            if fit > 0 and windows:
-                cohort = DecodeCohort(c.tpot_s / fit, windows)
-                points.setdefault((c.concurrency, c.input_len), []).append((c.ctx, cohort))
+            if fit > 0:
+                points.setdefault((c.concurrency, c.input_len), []).append((c.ctx, c.tpot_s / fit))
+                tpot_noise += _cohort_noise(c, w)
         for (n, _), found in sorted(points.items()):
             ctx = math.fsum(x for x, _ in found) / len(found)
-            decode.append(DecodePool(n, ctx, tuple(c for _, c in found)))
+            decode.append(DecodePool(n, ctx, tuple(level for _, level in found)))
+    ttft_noise = _centred(ttft_groups)
     repeats = sum(len(p.factors) for p in prefill)
-    cohorts = sum(len(p.cohorts) for p in decode)
-    n_windows = sum(len(c.windows) for p in decode for c in p.cohorts)
+    cohorts = sum(len(p.levels) for p in decode)
     source = (
         f"{repeats} prefill repeats at {len(prefill)} lengths; {cohorts} decode cohorts at "
-        f"{len(decode)} points, {n_windows} windows of {max(1, output_tokens - 1)} intervals"
+        f"{len(decode)} points; {len(ttft_noise)} TTFT and {len(tpot_noise)} TPOT noise samples "
+        f"(windows of {max(1, output_tokens - 1)} intervals)"
     )
-    return EngineSpread(tuple(sorted(prefill, key=lambda p: p.length)), tuple(decode), source)
+    return EngineSpread(
+        tuple(sorted(prefill, key=lambda p: p.length)),
+        tuple(decode),
+        tuple(ttft_noise),
+        tuple(tpot_noise),
+        source,
+    )
 
 
 def _resample(rng: random.Random, items: Sequence[_T]) -> list[_T]:
@@ -153,64 +177,55 @@ def _pick(pool: Sequence[float], u: float) -> float:
     return pool[min(len(pool) - 1, int(u * len(pool)))]
 
 
-@dataclass(frozen=True, slots=True)
-class _ReplicaDecode:
-    concurrency: int
-    log_ctx: float
-    level: float
-    windows: tuple[float, ...]
+def _median_of_resample(rng: random.Random, values: Sequence[float]) -> float:
+    return float(statistics.median(_resample(rng, values)))
 
 
 class EngineReplica:
-    """One replication's resampled, sorted pools of one engine, and the look-ups the virtual
-    fleet makes: the nearest profiled point, in log length, log concurrency and log context."""
+    """One replication's resampled levels and sorted noise pools of one engine, and the look-ups
+    the virtual fleet makes: the nearest profiled point, in log length, log concurrency and log
+    context."""
 
     def __init__(self, spread: EngineSpread, rng: random.Random) -> None:
         self._lengths = [math.log(p.length) for p in spread.prefill]
-        self._prefill = [sorted(_resample(rng, p.factors)) for p in spread.prefill]
-        self._decode: list[_ReplicaDecode] = []
-        for pool in spread.decode:
-            chosen = _resample(rng, pool.cohorts)
-            level = math.fsum(c.level for c in chosen) / len(chosen)
-            windows = tuple(sorted(v for c in chosen for v in c.windows))
-            point = _ReplicaDecode(pool.concurrency, math.log(pool.ctx), level, windows)
-            self._decode.append(point)
+        self._prefill = [_median_of_resample(rng, p.factors) for p in spread.prefill]
+        self._decode = [
+            (p.concurrency, math.log(p.ctx), _median_of_resample(rng, p.levels))
+            for p in spread.decode
+        ]
+        self._ttft_noise = sorted(_resample(rng, spread.ttft_noise_s))
+        self._tpot_noise = sorted(_resample(rng, spread.tpot_noise_s))
         self._levels: dict[tuple[int, int], float] = {}
 
-    def prefill_factor(self, length: int, u: float) -> float:
-        """A request's TTFT factor: quantile ``u`` of the nearest profiled length's repeats (both
-        neighbours' when the length lies between two)."""
+    def prefill_level(self, length: int) -> float:
+        """The prefill's factor on the fit: the nearest profiled length's resampled median."""
         if not self._prefill:
             return 1.0
         x = math.log(length)
-        k = bisect.bisect_left(self._lengths, x)
-        if k < len(self._lengths) and self._lengths[k] == x:
-            return _pick(self._prefill[k], u)
-        near = [j for j in (k - 1, k) if 0 <= j < len(self._prefill)]
-        return _pick(sorted(v for j in near for v in self._prefill[j]), u)
+        k = min(range(len(self._lengths)), key=lambda j: abs(self._lengths[j] - x))
+        return self._prefill[k]
 
-    def _nearest(self, n: float, ctx: float) -> _ReplicaDecode | None:
-        if not self._decode:
-            return None
-        ln, lc = math.log(max(n, 1.0)), math.log(max(ctx, 1.0))
-        return min(
-            self._decode, key=lambda p: (abs(math.log(p.concurrency) - ln), abs(p.log_ctx - lc))
-        )
+    def ttft_noise(self, u: float) -> float:
+        """Seconds added to a request's TTFT: quantile ``u`` of the noise pool (0 without one)."""
+        return _pick(self._ttft_noise, u) if self._ttft_noise else 0.0
+
+    def tpot_noise(self, u: float) -> float:
+        """Seconds added to a request's TPOT: quantile ``u`` of the noise pool (0 without one)."""
+        return _pick(self._tpot_noise, u) if self._tpot_noise else 0.0
 
     def decode_level(self, n: int, ctx: float) -> float:
         """The step cost's factor for ``n`` sequences at mean context ``ctx``: the nearest point's
-        resampled mean cohort level."""
+        resampled median cohort level."""
         key = (n, int(math.log2(max(ctx, 1.0)) * 4))  # a quarter-octave of context per entry
         level = self._levels.get(key)
         if level is None:
-            near = self._nearest(n, ctx)
-            level = self._levels[key] = 1.0 if near is None else near.level
+            level = 1.0
+            if self._decode:
+                ln, lc = math.log(max(n, 1)), math.log(max(ctx, 1.0))
+                near = min(self._decode, key=lambda p: (abs(math.log(p[0]) - ln), abs(p[1] - lc)))
+                level = near[2]
+            self._levels[key] = level
         return level
-
-    def tpot_factor(self, mean_batch: float, ctx: float, u: float) -> float:
-        """A request's TPOT dispersion: quantile ``u`` of the nearest point's windows."""
-        near = self._nearest(mean_batch, ctx)
-        return 1.0 if near is None else _pick(near.windows, u)
 
 
 @dataclass(frozen=True, slots=True)

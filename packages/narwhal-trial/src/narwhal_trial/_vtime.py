@@ -22,11 +22,11 @@ Everything runs on a virtual clock from the profiles' fits; nothing is contacted
   token, and the decode engine computes the last prompt token only, then streams.
 - The trial client's ``--max-in-flight``: an offer due while that many requests are in flight is
   a schedule miss, never sent (and never good).
-- With a ``Replica`` (``_spread``, the Monte Carlo), the fits become the profile's own spread: a
-  request's off-GPU wait and prefill chunks cost its drawn prefill factor times the fit's, every
-  step's decode cost its nearest profiled point's level, and a request's TPOT is the simulated one
-  times its drawn dispersion at the point nearest its mean decode batch. Without one, the model is
-  the fits' alone (deterministic).
+- With a ``Replica`` (``_spread``, the Monte Carlo), the fits take the profile's own levels and
+  noise: a request's off-GPU wait and prefill chunks cost the nearest profiled length's level
+  times the fit's, and its wait gains its drawn TTFT noise; every step's decode cost is the
+  nearest profiled point's level times the fit's; a request's TPOT gains its drawn TPOT noise.
+  Without one, the model is the fits' alone (deterministic).
 """
 
 from __future__ import annotations
@@ -81,8 +81,7 @@ class _Seq:
     generated: int = 0
     first: float = -1.0
     last: float = -1.0
-    factor: float = 1.0  # the prefill factor drawn for this request (1: the fit's)
-    batch_sum: int = 0  # decoding sequences summed over this sequence's decode steps
+    factor: float = 1.0  # the prefill level of this request's length (1: the fit's)
 
 
 @dataclass(slots=True)
@@ -132,7 +131,6 @@ def simulate(
     arrival = [k / rate for k in range(n_req)]
     first = [0.0] * n_req
     last = [0.0] * n_req
-    batch = [1.0] * n_req  # each request's mean decode batch on its serving engine
     route: list[tuple[_Engine, _Engine | None] | None] = []
     cap = shape.max_in_flight
     missed = 0
@@ -149,7 +147,7 @@ def simulate(
                 t = cand
         for dev in devices.values():  # commit steps ending now
             if dev.end is not None and dev.end <= t:
-                ended += _commit(dev, dev.end, shape, (first, last, batch), route)
+                ended += _commit(dev, dev.end, shape, first, last, route)
                 dev.end = None
         while nxt < n_req and arrival[nxt] <= t:  # the client, then the router
             if cap is not None and nxt - missed - ended >= cap:
@@ -168,15 +166,16 @@ def simulate(
             route.append((target, pre))
             at = arrival[nxt]
             host = target if pre is None else pre
-            f = 1.0
+            f, wait = 1.0, host.delay
             if host.spread is not None and replica is not None:
-                f = host.spread.prefill_factor(shape.input_tokens, replica.draws(nxt)[0])
+                f = host.spread.prefill_level(shape.input_tokens)
+                wait = max(0.0, wait * f + host.spread.ttft_noise(replica.draws(nxt)[0]))
             if pre is None:
-                seq = _Seq(nxt, shape.input_tokens, shape.output_tokens, at + target.delay * f)
+                seq = _Seq(nxt, shape.input_tokens, shape.output_tokens, at + wait)
             else:
                 pre.resident += 1
                 prefilled[pre.model.iid] += 1
-                seq = _Seq(nxt, shape.input_tokens, 1, at + pre.delay * f)
+                seq = _Seq(nxt, shape.input_tokens, 1, at + wait)
             seq.factor = f
             host.waiting.append(seq)
             nxt += 1
@@ -187,14 +186,13 @@ def simulate(
     ttft = [first[k] - arrival[k] for k in sent]
     out = shape.output_tokens
     tpot = [(last[k] - first[k]) / (out - 1) if out > 1 else 0.0 for k in sent]
-    if replica is not None:
-        ctx = shape.input_tokens + out / 2
+    if replica is not None and out > 1:
         for i, k in enumerate(sent):
             routed = route[k]
             assert routed is not None
             spread = routed[0].spread
             if spread is not None:
-                tpot[i] *= spread.tpot_factor(batch[k], ctx, replica.draws(k)[1])
+                tpot[i] = max(0.0, tpot[i] + spread.tpot_noise(replica.draws(k)[1]))
     decoding = {e.model.iid: e.max_decoding for e in state}
     return SimulatedOutcome(ttft, tpot, missed, served, prefilled, decoding)
 
@@ -244,19 +242,17 @@ def _commit(
     dev: _Device,
     now: float,
     shape: TrialShape,
-    times: tuple[list[float], list[float], list[float]],
+    first: list[float],
+    last: list[float],
     route: list[tuple[_Engine, _Engine | None] | None],
 ) -> int:
-    """Emit the step's tokens into ``times`` (first token, last token, mean decode batch per
-    request); returns how many requests ended (last token at the client)."""
-    first, last, batch = times
+    """Emit the step's tokens; returns how many requests ended (last token at the client)."""
     ended = 0
     for e, decode, chunks in dev.plan:
         done: list[_Seq] = []
         for s in decode:
             s.generated += 1
             s.last = now
-            s.batch_sum += len(decode)
             if s.generated >= s.target:
                 done.append(s)
         for s, take in chunks:
@@ -279,8 +275,6 @@ def _commit(
                 continue
             first[s.req] = s.first
             last[s.req] = s.last
-            steps = s.generated - 1  # decode steps after the first token
-            batch[s.req] = s.batch_sum / steps if steps > 0 else 1.0
             ended += 1
     dev.plan = []
     return ended
