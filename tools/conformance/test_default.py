@@ -10,6 +10,7 @@ import pytest
 from . import _browser as browser
 from . import _commands as cmd
 from ._checks import RefusalChecks, SuiteChecks
+from ._edge_check import EdgeCheck, run_edge_check
 from ._state import Conformance
 from ._suite import (
     DRAIN_GAUGES,
@@ -120,3 +121,28 @@ def test_a_trial_with_gaps_past_the_keep_alive_loses_no_request(
     )
     assert done.returncode == 0, done.brief()
     assert statuses == ["completed"] * SLOW_REQUESTS, done.brief()
+
+
+@pytest.fixture(scope="module")
+def edge_check(suite: Suite, conformance: Conformance) -> EdgeCheck:
+    """``predict`` across the edge from this server's profile, and a trial at each rate."""
+    if not suite.store.is_file() or not suite.workload.is_file():
+        pytest.fail(f"no profile or no workload to predict from\n{suite.profile.brief()}")
+    check = run_edge_check(suite, suite.root / "edge-check")
+    suite.extra_done.extend(check.done)
+    conformance.record(VARIANT, prediction_check=check.figures())
+    return check
+
+
+def test_measured_attainment_lies_in_the_predicted_range(edge_check: EdgeCheck) -> None:
+    """At 0.5, 0.9, 1.0, 1.1 and 1.4 times the predicted edge, each trial's attainment (with its
+    Wilson 95 % interval: 60 requests) meets the predicted 5-95 % range, on a valid schedule."""
+    figures = [r.figures() for r in edge_check.rates]
+    assert all(r.schedule_valid for r in edge_check.rates), figures
+    assert all(r.agrees for r in edge_check.rates), figures
+
+
+def test_measured_edge_lies_in_the_predicted_band(edge_check: EdgeCheck) -> None:
+    """The measured edge (highest passing rate to the lowest missing one above it) meets the
+    predicted band (the rates where the pass probability crosses 0.9 and 0.1)."""
+    assert edge_check.edge_agrees(), edge_check.figures()

@@ -1,0 +1,184 @@
+"""Predictions checked against vLLM's own server: ``predict`` across the edge, then trials there.
+
+From the variant's profile (its store and sidecar) and workload: an SLO set from the profile (TTFT
+at most twice the fitted idle TTFT, TPOT at most 1.3 times the fitted single-stream TPOT, 90 %
+attainment), ``predict --find-max-rate`` for the band, then at each of ``FACTORS`` times its 0.5
+crossing ``predict --rate`` and a trial of ``REQUESTS`` offers (``run``, with vLLM's drain gauges).
+
+The checks (docs/conformance.md):
+
+- every measured attainment's Wilson 95 % interval (the trial's own binomial sampling error)
+  meets the predicted 5-95 % range;
+- the measured edge (from the highest rate that passed to the lowest that missed, above it)
+  meets the predicted band (from the 0.9 crossing to the 0.1 crossing).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from narwhal_fit import tpot_batch_context_s, ttft_quadratic_s
+from narwhal_trial import wilson_interval
+
+from . import _commands as cmd
+from ._suite import DRAIN_GAUGES, Suite, trial_args
+
+FACTORS = (0.5, 0.9, 1.0, 1.1, 1.4)
+REQUESTS = 60
+ATTAINMENT = "0.9"
+TTFT_FACTOR = 2.0
+TPOT_FACTOR = 1.3
+
+
+@dataclass
+class RateCheck:
+    """One rate: what was predicted and what the trial measured."""
+
+    rate: float
+    predicted: dict[str, Any]
+    good: int
+    requests: int
+    schedule_valid: bool
+    exit: int
+
+    @property
+    def measured(self) -> float:
+        """good / requests."""
+        return self.good / self.requests
+
+    @property
+    def measured_interval(self) -> tuple[float, float]:
+        """The Wilson 95 % interval of the measured attainment."""
+        return wilson_interval(self.good, self.requests)
+
+    @property
+    def predicted_range(self) -> tuple[float, float]:
+        """The predicted 5-95 % range of the attainment."""
+        interval = self.predicted["attainment_interval"]
+        return float(interval["low"]), float(interval["high"])
+
+    @property
+    def agrees(self) -> bool:
+        """The measured interval meets the predicted range."""
+        lo, hi = self.predicted_range
+        mlo, mhi = self.measured_interval
+        return mlo <= hi and lo <= mhi
+
+    def figures(self) -> dict[str, Any]:
+        """For results.json."""
+        return {
+            "rate": round(self.rate, 4),
+            "measured": round(self.measured, 4),
+            "measured_wilson": [round(v, 4) for v in self.measured_interval],
+            "predicted": self.predicted["attainment"],
+            "predicted_range": list(self.predicted_range),
+            "pass_probability": self.predicted["pass_probability"],
+            "schedule_valid": self.schedule_valid,
+            "exit": self.exit,
+            "agrees": self.agrees,
+        }
+
+
+@dataclass
+class EdgeCheck:
+    """The whole check: SLO, band, one entry per rate, every command run."""
+
+    ttft_s: Decimal
+    tpot_s: Decimal
+    band: dict[str, Any]
+    rates: list[RateCheck] = field(default_factory=list)
+    done: list[cmd.Done] = field(default_factory=list)
+
+    @property
+    def attainment(self) -> float:
+        """The target."""
+        return float(ATTAINMENT)
+
+    def measured_edge(self) -> tuple[float, float]:
+        """(highest passing rate below the lowest missing one, lowest missing rate); 0 and
+        infinity where there is none."""
+        missed = [r.rate for r in self.rates if r.measured < self.attainment]
+        lowest_miss = min(missed, default=float("inf"))
+        passed = [r.rate for r in self.rates if r.measured >= self.attainment]
+        return max((r for r in passed if r < lowest_miss), default=0.0), lowest_miss
+
+    def edge_agrees(self) -> bool:
+        """The measured edge meets the predicted band [pass_90, pass_10]."""
+        lo, hi = self.measured_edge()
+        b90, b10 = self.band["pass_90"], self.band["pass_10"]
+        return b90 is not None and b10 is not None and lo <= b10 and b90 <= hi
+
+    def figures(self) -> dict[str, Any]:
+        """For results.json."""
+        lo, hi = self.measured_edge()
+        return {
+            "ttft_s": str(self.ttft_s),
+            "tpot_s": str(self.tpot_s),
+            "attainment": ATTAINMENT,
+            "requests": REQUESTS,
+            "band": {k: self.band[k] for k in ("pass_90", "pass_50", "pass_10", "replications")},
+            "rates": [r.figures() for r in self.rates],
+            "measured_edge": [lo, None if hi == float("inf") else hi],
+            "edge_agrees": self.edge_agrees(),
+        }
+
+
+def slo(suite: Suite) -> tuple[Decimal, Decimal]:
+    """The SLO from the variant's profile and its workload's shape."""
+    profile = suite.profile_doc()
+    n_in, n_out = suite.shape.trial_input, suite.shape.trial_output
+    ttft = ttft_quadratic_s(profile["prefill_fit"]["coefficients"], n_in)
+    tpot = tpot_batch_context_s(profile["decode_fit"]["coefficients"], 1, n_in + n_out / 2)
+    return Decimal(f"{ttft * TTFT_FACTOR:.4f}"), Decimal(f"{tpot * TPOT_FACTOR:.5f}")
+
+
+def _predict(suite: Suite, ttft: Decimal, tpot: Decimal, *extra: str) -> cmd.Done:
+    return cmd.trial(
+        "predict", "--fleet", str(suite.fleet), "--profiles", str(suite.store),
+        "--input-tokens", str(suite.shape.trial_input),
+        "--output-tokens", str(suite.shape.trial_output), "--requests", str(REQUESTS),
+        "--ttft", str(ttft), "--tpot", str(tpot), "--attainment", ATTAINMENT, "--json", *extra,
+        env=suite.env,
+    )  # fmt: skip
+
+
+def run_edge_check(suite: Suite, folder: Path) -> EdgeCheck:
+    """Predict the band, then predict and measure each rate; keep every command."""
+    ttft, tpot = slo(suite)
+    found = _predict(suite, ttft, tpot, "--find-max-rate")
+    assert found.returncode in (0, 2), found.brief()
+    search = json.loads(found.stdout)["search"]
+    check = EdgeCheck(ttft, tpot, search["band"], done=[found])
+    edge = search["band"]["pass_50"]
+    assert edge is not None, found.brief()
+    gauges = [arg for gauge in DRAIN_GAUGES for arg in ("--drain-gauge", gauge)]
+    for k, factor in enumerate(FACTORS):
+        rate = round(edge * factor, 3)
+        predicted = _predict(suite, ttft, tpot, "--rate", str(rate))
+        check.done.append(predicted)
+        assert predicted.returncode in (0, 2), predicted.brief()
+        out = folder / f"trial-{k}-rate-{rate:g}"
+        run = cmd.trial(
+            "run", *trial_args(suite.server), "--workload", str(suite.workload),
+            "--rate", str(rate), "--requests", str(REQUESTS), "--ttft", str(ttft),
+            "--tpot", str(tpot), "--attainment", ATTAINMENT, *gauges, "--out", str(out),
+            env=suite.env,
+        )  # fmt: skip
+        check.done.append(run)
+        assert run.returncode in (0, 2), run.brief()
+        summary = cmd.read_json(out / "summary.json")
+        check.rates.append(
+            RateCheck(
+                rate=rate,
+                predicted=json.loads(predicted.stdout)["prediction"],
+                good=int(summary["good"]),
+                requests=int(summary["requests"]),
+                schedule_valid=bool(summary["client_schedule_valid"]),
+                exit=run.returncode,
+            )
+        )
+    return check
