@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from typing import Literal
 
 from narwhal_trial._records import Summary
@@ -79,9 +80,14 @@ def outcome_of(summary: Summary) -> TrialOutcome:
     )
 
 
-def round_rate(rate: float) -> float:
-    """``rate`` to :data:`RATE_DIGITS` significant digits."""
-    return float(f"{rate:.{RATE_DIGITS}g}")
+def round_rate(rate: float, rounding: Literal["nearest", "down", "up"] = "nearest") -> float:
+    """``rate`` to :data:`RATE_DIGITS` significant digits, to the nearest or down or up (a step
+    up from a pass rounds down, a step down from a miss rounds up: the step stays within the
+    tolerance)."""
+    exact = Decimal(repr(rate))
+    scale = exact.adjusted() - (RATE_DIGITS - 1)
+    mode = {"nearest": ROUND_HALF_EVEN, "down": ROUND_FLOOR, "up": ROUND_CEILING}[rounding]
+    return float(exact.scaleb(-scale).to_integral_value(rounding=mode).scaleb(scale))
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,16 +156,16 @@ class Bracket:
             if above:
                 rate = round_rate(min(above))
             else:
-                rate = round_rate(min(lo * (2.0 if not plan.band else step ** (2**self._up)),
-                                      plan.max_rate))  # fmt: skip
+                factor = 2.0 if not plan.band else step ** (2**self._up)
+                rate = round_rate(min(lo * factor, plan.max_rate), "down")
                 self._up += 1
         elif hi is not None:
             below = [b for b in plan.band if b < hi / step]
             if below:
                 rate = round_rate(max(below))
             else:
-                rate = round_rate(max(hi / (2.0 if not plan.band else step ** (2**self._down)),
-                                      plan.min_rate))  # fmt: skip
+                factor = 2.0 if not plan.band else step ** (2**self._down)
+                rate = round_rate(max(hi / factor, plan.min_rate), "up")
                 self._down += 1
         else:
             return self.first()
