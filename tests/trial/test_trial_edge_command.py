@@ -73,7 +73,7 @@ class FakeRun:
     that ``edge.json`` already lists every earlier trial, and answers a summary."""
 
     def __init__(
-        self, edge: float, special: dict[int, dict[str, Any] | Exception] | None = None
+        self, edge: float, special: dict[int, dict[str, Any] | BaseException] | None = None
     ) -> None:
         self.edge = edge
         self.special = special or {}
@@ -87,7 +87,7 @@ class FakeRun:
         assert doc.stop is None and doc.exit_code is None
         settings.out.mkdir()
         special = self.special.get(index, {})
-        if isinstance(special, Exception):
+        if isinstance(special, BaseException):
             raise special
         facts = RunFacts(run_id=f"r{index}", requests=20, rate=settings.rate,
                          attainment=Decimal("0.95"), max_lag_s=0.05)  # fmt: skip
@@ -210,6 +210,24 @@ def test_a_trial_that_raises_is_recorded_as_the_end(tmp_path: Path) -> None:
     assert doc.message == "trial 2: cannot write the run records"
 
 
+def test_an_interrupted_trial_ends_the_search_with_130(tmp_path: Path) -> None:
+    """A trial that was interrupted (its summary says so) ends the search: exit 130, edge.json
+    keeps every trial; Ctrl-C between trials is recorded the same way and raised."""
+    fake = FakeRun(3.0, special={2: {"interrupted": True, "exit_code": 130}})
+    assert edge_command(_settings(tmp_path), emit=lambda _: None, run=fake) == 130
+    doc = _doc(tmp_path)
+    assert doc.stop == "interrupted" and doc.exit_code == 130
+    assert [t.verdict for t in doc.trials] == ["pass", "interrupted"]
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        edge_command(
+            _settings(other), emit=lambda _: None, run=FakeRun(3.0, {2: KeyboardInterrupt()})
+        )
+    doc = _doc(other)
+    assert doc.stop == "interrupted" and doc.exit_code == 130 and len(doc.trials) == 1
+
+
 _EDGE = ("edge", "--base", "http://127.0.0.1:9", "--workload", "workload.json",
          "--requests", "20", "--ttft", "2", "--tpot", "0.0333", "--attainment", "0.95",
          "--out", "edge")  # fmt: skip
@@ -222,7 +240,7 @@ _EDGE = ("edge", "--base", "http://127.0.0.1:9", "--workload", "workload.json",
         (("--tolerance", "-0.05"), "got -0.05"),
         (("--max-trials", "1"), "--max-trials must be from 2"),
         (("--max-repeats", "-1"), "--max-repeats must be from 0"),
-        (("--start-rate", "0"), "--start-rate must be a positive number, got 0"),
+        (("--start-rate", "0"), "--start-rate must be positive and at most 10000 per second"),
         (("--profiles", "p.json"), "--profiles needs --fleet"),
         (("--fleet", "f.json"), "--fleet needs --profiles"),
         (("--limits", "l.json"), "--limits needs --fleet and --profiles"),

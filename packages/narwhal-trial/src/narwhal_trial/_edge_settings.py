@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._settings import MAX_SCHEDULE_S, RunSettings
+from narwhal_trial._settings import MAX_RATE, MAX_SCHEDULE_S, RunSettings
 from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 
 MAX_TRIALS = 1000
@@ -61,8 +61,14 @@ class EdgeSettings:
                 f"--max-repeats must be from 0 to {MAX_REPEATS}, got {self.max_repeats}",
             ),
             (
-                math.isfinite(self.start_rate) and self.start_rate > 0,
-                f"--start-rate must be a positive number, got {self.start_rate:g}",
+                math.isfinite(self.start_rate) and 0 < self.start_rate <= MAX_RATE,
+                f"--start-rate must be positive and at most {MAX_RATE:g} per second, got "
+                f"{self.start_rate:g}",
+            ),
+            (
+                not self.start_rate > 0 or self.start_rate >= self.min_rate,
+                f"--requests {self.run.requests} at --start-rate {self.start_rate:g} would offer "
+                f"for more than {MAX_SCHEDULE_S:.0f} s (a day)",
             ),
         ]
         p = self.predict
