@@ -191,6 +191,16 @@ def test_rate_bounds_end_the_search_with_exit_2() -> None:
     assert (ending.stop, ending.exit_code) == ("rate bounds", 2)
 
 
+def test_a_long_gallop_stays_finite() -> None:
+    """Misses all the way down from a band: the steps grow but stay finite, and the run's lowest
+    rate ends the search."""
+    run = Runner(0.0)
+    ending = search(SearchPlan(start=5.0, band=(5.0,), tolerance=1.0, max_trials=100,
+                               min_rate=1e-6), run)  # fmt: skip
+    assert ending.stop == "rate bounds" and run.rates[-1] == 1e-6
+    assert all(b < a for a, b in zip(run.rates, run.rates[1:], strict=False))
+
+
 def test_band_rates_are_usable_sorted_and_rounded() -> None:
     """None, non-positive, infinite and too-high rates are dropped; duplicates merge."""
     assert band_rates([None, 5.0, 5.0, 0.0, math.inf, 7.123456, 2e4], 1e4) == (5.0, 7.123)

@@ -156,7 +156,7 @@ class Bracket:
             if above:
                 rate = round_rate(min(above))
             else:
-                factor = 2.0 if not plan.band else step ** (2**self._up)
+                factor = 2.0 if not plan.band else _gallop(step, self._up)
                 rate = round_rate(min(lo * factor, plan.max_rate), "down")
                 self._up += 1
         elif hi is not None:
@@ -164,13 +164,18 @@ class Bracket:
             if below:
                 rate = round_rate(max(below))
             else:
-                factor = 2.0 if not plan.band else step ** (2**self._down)
+                factor = 2.0 if not plan.band else _gallop(step, self._down)
                 rate = round_rate(max(hi / factor, plan.min_rate), "up")
                 self._down += 1
         else:
             return self.first()
         inside = (lo is None or rate > lo) and (hi is None or rate < hi)
         return rate if inside and plan.min_rate <= rate <= plan.max_rate else None
+
+
+def _gallop(step: float, k: int) -> float:
+    """``step ** (2 ** k)``, kept finite (the run's rate bounds stop the search long before)."""
+    return math.exp(min(math.log(step) * 2.0 ** min(k, 64), 700.0))
 
 
 @dataclass(frozen=True, slots=True)

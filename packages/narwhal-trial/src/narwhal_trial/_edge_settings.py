@@ -15,6 +15,7 @@ from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 MAX_TRIALS = 1000
 MAX_REPEATS = 10
 MIN_TOLERANCE, MAX_TOLERANCE = 0.01, 1.0
+MIN_RATE = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +97,9 @@ class EdgeSettings:
 
     @property
     def min_rate(self) -> float:
-        """The lowest rate whose schedule still ends within a day (``run``'s bound)."""
-        return (self.run.requests - 1) / MAX_SCHEDULE_S
+        """The lowest rate whose schedule still ends within a day (``run``'s bound), and never
+        below one request in a million seconds."""
+        return max((self.run.requests - 1) / MAX_SCHEDULE_S, MIN_RATE)
 
     def trial(self, index: int, rate: float) -> RunSettings:
         """The settings of trial ``index`` at ``rate``: a run folder of its own under ``out``."""
