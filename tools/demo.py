@@ -6,10 +6,12 @@ runbook's workload, runs ``check``, predicts both rates from the profiles (``pre
 highest passing rate), runs the trial at 0.5 and then 1 request/s (20 requests each by
 default; ``FULL=1`` runs the runbook's 200), then once past the fleet's edge (12 request/s, the
 runbook's 200 requests: what a miss looks like; the runbook itself stops at its first miss),
-reconciles each run with the router journal, prints a verdict per rate, writes the run's report
-(``narwhal-report``: ``report.html``, its path is the last line printed), and stops everything it
-started, also on errors and Ctrl-C. Everything is written under a fresh private
-``runs/demo-XXXXXXXX`` folder; nothing else in the checkout changes.
+reconciles each run with the router journal, then measures the edge (``load_trial.py edge``: from
+the predicted band, bisecting on rate to within 10 % in at most 5 trials of 50 requests), prints a
+verdict per rate and the bracket, writes the run's report (``narwhal-report``: ``report.html``, its
+path is the last line printed), and stops everything it started, also on errors and Ctrl-C.
+Everything is written under a fresh private ``runs/demo-XXXXXXXX`` folder; nothing else in the
+checkout changes.
 
 Exit status: 0 when every step ran as expected (a rate that misses its target is a verdict, not a
 failure), 1 when a step failed unexpectedly, 130 when interrupted.
@@ -46,13 +48,18 @@ DESCRIPTION = "make demo: the runbook against the embedded simulated fleet, star
 INPUT_TOKENS, OUTPUT_TOKENS, SEED = 8192, 128, 1729
 TTFT_S, TPOT_S, ATTAINMENT = 2.0, 0.0333, "0.95"
 KV_TRANSFER_S_PER_TOKEN = 2.5e-6  # the simulator's default (no profile measures it)
-# A small sweep that still covers the workload (8192 input tokens): about 20 s of simulated time.
+# A small sweep that still covers the workload (8192 input tokens): about 35 s of simulated time.
+# Decode concurrency up to 16 covers the batches near the edge of 50 requests (about 7 request/s),
+# so the edge search starts from a band the target sets, not the profiled domain.
 PROFILE_SWEEP = (
     "--prefill-lens", "2048,4096,8192,12288",
     "--decode-input-lens", "4096,8192",
-    "--decode-concurrency", "1,4",
+    "--decode-concurrency", "1,4,16",
     "--decode-tokens", "64",
 )  # fmt: skip
+# The measured edge: 50 requests per trial (fewer never queue long enough to miss near the edge;
+# FULL=1: the runbook's 200), to within 10 % in at most 5 trials, from the predicted band.
+EDGE_REQUESTS, EDGE_TOLERANCE, EDGE_MAX_TRIALS = 50, "0.1", "5"
 
 
 class StepFailed(Exception):
@@ -201,9 +208,10 @@ def write_report(folder: Path, store: Path, scale: float) -> Path:
     """The run's report: the profiles and every rate that ran, as one offline HTML page."""
     out = folder / "report.html"
     runs = sorted(p for p in (folder / "trial").glob("rate-*") if (p / "summary.json").is_file())
+    edge = [p for p in [folder / "trial" / "edge"] if (p / "edge.json").is_file()]
     step(
-        "report: profiles and trials as one HTML page",
-        [*report_command(), str(store), *map(str, runs), "--out", str(out),
+        "report: profiles, trials and the measured edge as one HTML page",
+        [*report_command(), str(store), *map(str, runs), *map(str, edge), "--out", str(out),
          "--kv-transfer-s-per-token", f"{KV_TRANSFER_S_PER_TOKEN / scale:g}"],
     )  # fmt: skip
     return out
@@ -300,6 +308,39 @@ def predict_rate(
     )
 
 
+def measure_edge(
+    base: str, folder: Path, fleet: Path, store: Path, requests: int, scale: float
+) -> str:
+    """``load_trial.py edge`` from the predicted band; a line with the bracket and the trials it
+    took (exit 2, the budget spent first, is a verdict too; exit 1 fails the demo)."""
+    out = folder / "edge"
+    step(
+        f"measure the edge from the predicted band ({requests} requests per trial)",
+        trial(
+            "edge", "--base", base, "--workload", str(folder / "workload" / "workload.json"),
+            "--requests", str(requests), "--ttft", f"{TTFT_S / scale:g}",
+            "--tpot", f"{TPOT_S / scale:g}", "--attainment", ATTAINMENT, "--out", str(out),
+            "--fleet", str(fleet), "--profiles", str(store),
+            "--kv-transfer-s-per-token", f"{KV_TRANSFER_S_PER_TOKEN / scale:g}",
+            "--tolerance", EDGE_TOLERANCE, "--max-trials", EDGE_MAX_TRIALS,
+        ),
+        ok=(0, 2),
+    )  # fmt: skip
+    doc: dict[str, Any] = json.loads((out / "edge.json").read_text())
+    b, band = doc["bracket"], doc["predicted"] or {}
+    found = "within" if b["within_tolerance"] else "NOT within"
+    return (
+        f"highest pass {_per_s(b['highest_pass'], scale)}, lowest miss "
+        f"{_per_s(b['lowest_miss'], scale)}: {found} {float(EDGE_TOLERANCE):.0%} after "
+        f"{len(doc['trials'])} trial(s) of at most {EDGE_MAX_TRIALS}; predicted pass_50 "
+        f"{_per_s(band.get('pass_50'), scale)}"
+    )
+
+
+def _per_s(rate: float | None, scale: float) -> str:
+    return "none" if rate is None else f"{rate / scale:.4g} request/s"
+
+
 def _verdict(summary: dict[str, Any], scale: float) -> str:
     """A measured verdict line, times in the simulated fleet's own time (as predictions show)."""
     word = "PASS" if summary["exit_code"] == 0 else "MISS"
@@ -351,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fleet, sim_config, engines = write_fleet(folder)
     verdicts: dict[float, str] = {}
     predicted: dict[float, str] = {}
+    edge = "not measured"
     try:
         say(f"== start the simulated fleet ({len(engines)} engines) and its router")
         with sim_fleet(folder, fleet, sim_config, port, args.time_scale) as base:
@@ -379,6 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             overload = run_rate(base, tdir, OVERLOAD_RATE, OVERLOAD_REQUESTS, args.time_scale)
             verdicts[OVERLOAD_RATE] = _verdict(overload, args.time_scale)
+            edge_requests = max(EDGE_REQUESTS, args.requests)
+            edge = measure_edge(base, tdir, fleet, store, edge_requests, args.time_scale)
         report = write_report(folder, store, args.time_scale)  # the fleet is stopped: offline
     except StepFailed as exc:
         say(f"demo FAILED: {exc}")
@@ -390,6 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for rate in (*RATES, OVERLOAD_RATE):
         say(f"   {rate:g} request/s predicted: {predicted.get(rate, 'n/a')}")
         say(f"   {rate:g} request/s measured:  {verdicts.get(rate, 'not run (the sweep ended)')}")
+    say(f"== measured edge: {edge}")
     say(f"all records: {_short(str(folder))}")
     say(f"report: {_short(str(report))}")
     return 0

@@ -1,4 +1,5 @@
-"""``make demo`` end to end, time-scaled: fleet, profile, prepare, check, three rates, reconcile."""
+"""``make demo`` end to end, time-scaled: fleet, profile, prepare, check, three rates, reconcile,
+the measured edge, the report."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from narwhal_trial import read_edge
+
 from .conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -15,7 +18,8 @@ pytestmark = pytest.mark.slow
 
 def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
     """The demo runs every step, prints a verdict for 0.5 and 1 request/s (pass) and for the rate
-    past the fleet's edge (a miss, which predict refuses to extrapolate to) and exits 0.
+    past the fleet's edge (a miss, which predict refuses to extrapolate to), measures the edge
+    from the predicted band in at most 5 trials and exits 0.
 
     Four times real speed, not faster: ``check`` refuses a decode fit beyond 20% mean error, and a
     simulator whose sub-millisecond steps cannot keep time on a loaded machine delivers in bursts.
@@ -38,6 +42,8 @@ def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
         "past the edge: 12 request/s, 200 requests",
         "predict 12 request/s (200 requests) from the profiles",
         "reconcile the 12 request/s",
+        "measure the edge from the predicted band (50 requests per trial)",
+        "edge: predicted band pass_90",
         "verdict per rate",
     ):
         assert step in out, step  # fmt: skip
@@ -50,8 +56,18 @@ def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
     (folder,) = tmp_path.glob("demo-*")
     assert (folder / "trial" / "rate-1" / "summary.json").is_file()
     assert (folder / "trial" / "rate-12" / "summary.json").is_file()
-    assert "report: profiles and trials as one HTML page" in out
+    edge = read_edge(folder / "trial" / "edge")
+    doc, b = edge.search, edge.search.bracket
+    assert 1 <= len(doc.trials) <= 5 and doc.stop in ("within tolerance", "budget")
+    assert doc.predicted is not None and doc.inputs.start == "band"
+    assert doc.trials[0].rate == float(f"{doc.predicted.pass_50:.4g}")
+    assert all(t.verdict in ("pass", "miss") for t in doc.trials)  # no schedule went invalid
+    assert b.highest_pass == max((t.rate for t in doc.trials if t.verdict == "pass"), default=None)
+    assert b.lowest_miss == min((t.rate for t in doc.trials if t.verdict == "miss"), default=None)
+    assert f"after {len(doc.trials)} trial(s) of at most 5" in out
+    assert "report: profiles, trials and the measured edge as one HTML page" in out
     assert out.strip().splitlines()[-1] == f"report: {folder / 'report.html'}"
     page = (folder / "report.html").read_text()
     assert 'id="trial-2-rate-1"' in page and 'id="sweep-1"' in page
     assert 'id="trial-3-rate-12"' in page
+    assert 'id="edge-1-edge"' in page and "measured bracket" in page

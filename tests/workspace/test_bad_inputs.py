@@ -567,6 +567,51 @@ def _trial_cases() -> Iterator[Case]:
         "not writable",
     )
     yield Case("trial-no-command", "trial", ("bogus",), 1, "bogus")
+
+    def edge(*more: str, **over: str) -> tuple[str, ...]:
+        opts = {
+            "--base": CLOSED,
+            "--workload": "workload.json",
+            "--requests": "10",
+            "--ttft": "2",
+            "--tpot": "0.0333",
+            "--attainment": "0.95",
+            "--out": "edge",
+        }
+        opts.update(over)
+        return ("edge", *(x for k, v in opts.items() for x in (k, v)), *more)
+
+    edge_values = {
+        "--tolerance": ("0", "-0.05", "nan", "2", "x"),
+        "--max-trials": ("1", "0", "x"),
+        "--max-repeats": ("-1", "11"),
+        "--start-rate": ("0", "nan", "20000", "1e-9"),
+    }
+    for option, values in edge_values.items():
+        for value in values:
+            needle = "--requests" if value == "1e-9" else option
+            yield Case(f"trial-edge{option}-{value}", "trial", edge(option, value), 1, needle)
+    for option in ("--profiles", "--fleet", "--limits", "--seed", "--replications"):
+        value = {"--profiles": "store.json", "--fleet": "fleet.json", "--limits": "limits.json"}
+        yield Case(
+            f"trial-edge{option}-alone", "trial", edge(option, value.get(option, "3")), 1, option
+        )
+    yield Case("trial-edge-base-ftp", "trial", edge(**{"--base": "ftp://h:9"}), 1, "http://")
+    yield Case("trial-edge-no-requests", "trial", edge()[:5] + edge()[7:], 1, "--requests")
+    yield Case(
+        "trial-edge-workload-missing", "trial", edge(**{"--workload": "none.json"}), 1, "none.json"
+    )
+    yield Case(
+        "trial-edge-out-holds-edge", "trial", edge(), 1, "already holds edge.json",
+        non_empty("edge", "edge.json"),
+    )  # fmt: skip
+    yield Case(
+        "trial-edge-out-symlink", "trial", edge(), 1, "symlink", symlink("edge", "elsewhere")
+    )
+    yield Case(
+        "trial-edge-profiles-outside-domain", "trial",
+        edge("--fleet", "fleet.json", "--profiles", "store.json"), 1, "accepted profile",
+    )  # fmt: skip
     yield Case(
         "trial-reconcile-missing",
         "trial",

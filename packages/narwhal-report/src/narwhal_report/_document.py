@@ -8,11 +8,13 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from narwhal_report import _svg
+from narwhal_report._edge_section import edge_section
 from narwhal_report._html import Markup, Section, esc, join, tag
 from narwhal_report._inputs import Inputs
 from narwhal_report._profile_section import store_sections
 from narwhal_report._sweep_section import Curve, predict_curve, sweep_section, workload_groups
 from narwhal_report._trial_section import trial_section
+from narwhal_trial import TrialRun
 
 CSS = """
 :root { --ink: #222; --muted: #666; --line: #ddd; --ok: #00734f; --bad: #b3261e; }
@@ -79,20 +81,36 @@ def build_sections(inputs: Inputs, options: Options) -> list[Section]:
         sections.append(Section("trials", "Trials", Markup(""), trials))
     sweeps = []
     for k, group in enumerate(workload_groups(inputs.runs), start=1):
-        curves: list[Curve] = []
-        notes: list[str] = []
-        for loaded in inputs.stores:
-            fleet = inputs.fleets.get(loaded.path)
-            if not isinstance(fleet, Path):
-                notes.append(f"no prediction from {loaded.path.name}: {fleet}")
-                continue
-            curve = predict_curve(group, loaded.path, fleet, options.kv_transfer_s_per_token)
-            (curves.append(curve) if isinstance(curve, Curve) else notes.append(curve))
+        curves, notes = _curves(inputs, group, options)
         if len(group) > 1 or curves:
             sweeps.append(sweep_section(group, k, curves, notes))
     if sweeps:
         sections.append(Section("across-trials", "Across trials", Markup(""), sweeps))
+    edges = [
+        edge_section(edge, k, *_curves(inputs, edge.runs, options))
+        for k, edge in enumerate(inputs.edges, start=1)
+    ]
+    if edges:
+        sections.append(Section("edges", "Measured edges", Markup(""), edges))
     return sections
+
+
+def _curves(
+    inputs: Inputs, runs: list[TrialRun], options: Options
+) -> tuple[list[Curve], list[str]]:
+    """The curve each store predicts for ``runs`` (one workload), and why a store gives none."""
+    curves: list[Curve] = []
+    notes: list[str] = []
+    if not runs:
+        return curves, notes
+    for loaded in inputs.stores:
+        fleet = inputs.fleets.get(loaded.path)
+        if not isinstance(fleet, Path):
+            notes.append(f"no prediction from {loaded.path.name}: {fleet}")
+            continue
+        curve = predict_curve(runs, loaded.path, fleet, options.kv_transfer_s_per_token)
+        (curves.append(curve) if isinstance(curve, Curve) else notes.append(curve))
+    return curves, notes
 
 
 def _contents(sections: list[Section]) -> Markup:
@@ -126,7 +144,8 @@ def render(inputs: Inputs, options: Options | None = None) -> bytes:
     n_profiles = sum(len(s.store.profiles) for s in inputs.stores)
     lead = (
         f"{len(inputs.stores)} profile store(s) with {n_profiles} profile(s), "
-        f"{len(inputs.runs)} trial run(s)."
+        f"{len(inputs.runs)} trial run(s)"
+        + (f", {len(inputs.edges)} edge search(es)." if inputs.edges else ".")
     )
     body = join(
         [

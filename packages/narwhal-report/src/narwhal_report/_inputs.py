@@ -1,5 +1,6 @@
-"""What the command was given: profile stores (with their sidecars) and trial run folders, read
-through narwhal-store and narwhal-trial; the fleet file each store was profiled for."""
+"""What the command was given: profile stores (with their sidecars), trial run folders and edge
+folders (``load_trial.py edge``), read through narwhal-store and narwhal-trial; the fleet file each
+store was profiled for."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ from narwhal_store import (
     lstat_or_none,
     read_store,
 )
-from narwhal_trial import ReadError, TrialRun, is_run_folder, read_run
+from narwhal_trial import (
+    EdgeRun,
+    ReadError,
+    TrialRun,
+    is_edge_folder,
+    is_run_folder,
+    read_edge,
+    read_run,
+)
 
 FLEET_NAMES = ("fleet.json",)
 """Fleet files looked for beside a store and one folder up when no ``--fleet`` is given."""
@@ -26,11 +35,13 @@ FLEET_NAMES = ("fleet.json",)
 
 @dataclass(slots=True)
 class Inputs:
-    """The stores and runs, in the order given, and per store the fleet file (or why none)."""
+    """The stores, runs and edge searches, in the order given, and per store the fleet file (or
+    why none)."""
 
     stores: list[LoadedStore] = field(default_factory=list)
     runs: list[TrialRun] = field(default_factory=list)
     fleets: dict[Path, Path | str] = field(default_factory=dict)
+    edges: list[EdgeRun] = field(default_factory=list)
 
 
 def _lstat(path: Path, what: str) -> os.stat_result | None:
@@ -54,9 +65,9 @@ def _is_file(path: Path, what: str) -> bool:
 
 def read_inputs(paths: Sequence[Path], fleet: Path | None = None) -> Inputs:
     """Read every path; ``ReportUsageError`` names the first that is missing, cannot be looked at,
-    or is neither a store nor a run folder (or is one that cannot be read)."""
+    or is neither a store, a run folder nor an edge folder (or is one that cannot be read)."""
     if not paths:
-        raise ReportUsageError("give at least one profile store or trial run folder")
+        raise ReportUsageError("give at least one profile store, trial run folder or edge folder")
     found = Inputs()
     seen: set[Path] = set()
     for path in paths:
@@ -67,10 +78,16 @@ def read_inputs(paths: Sequence[Path], fleet: Path | None = None) -> Inputs:
             continue
         seen.add(key)
         try:
-            run_folder = is_run_folder(path)
+            edge_folder = is_edge_folder(path)
+            run_folder = not edge_folder and is_run_folder(path)
         except OSError as exc:
             raise ReportUsageError(f"{path}: cannot look in it ({exc.strerror or exc})") from exc
-        if run_folder:
+        if edge_folder:
+            try:
+                found.edges.append(read_edge(path))
+            except ReadError as exc:
+                raise ReportUsageError(f"{path}: not a readable edge search: {exc}") from exc
+        elif run_folder:
             try:
                 found.runs.append(read_run(path))
             except ReadError as exc:
@@ -82,7 +99,8 @@ def read_inputs(paths: Sequence[Path], fleet: Path | None = None) -> Inputs:
                 raise ReportUsageError(f"{path}: not a readable profile store: {exc}") from exc
         else:
             raise ReportUsageError(
-                f"{path}: neither a profile store nor a trial run folder (no manifest.json)"
+                f"{path}: neither a profile store nor a trial run folder (no manifest.json) nor "
+                "an edge folder (no edge.json)"
             )
     if fleet is not None and not _is_file(fleet, "--fleet "):
         raise ReportUsageError(f"--fleet {fleet}: no such file")

@@ -7,6 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from narwhal_report import _svg
 from narwhal_report._html import Markup, Section, badge, esc, figure, join, slug, table, tag
@@ -163,17 +164,7 @@ def sweep_figure(runs: list[TrialRun], curves: list[Curve]) -> str:
     fig, axes = _svg.new_figure(1, 1, size=(9.0, 3.4))
     ax = axes[0][0]
     target = float(Decimal(runs[0].manifest.attainment))
-    for k, curve in enumerate(curves):
-        colour = _svg.SERIES[(k + 1) % len(_svg.SERIES)]
-        ax.fill_between(curve.rates, curve.low, curve.high, color=colour, alpha=0.18, linewidth=0)
-        ax.plot(curve.rates, curve.attainment, color=colour, label=curve.label)
-        if curve.max_rate is not None:
-            ax.axvline(
-                curve.max_rate,
-                color=colour,
-                linestyle=":",
-                label=f"predicted highest pass {curve.max_rate:.3g}/s",
-            )
+    draw_curves(ax, curves)
     for run in runs:
         s = run.summary
         ax.errorbar(
@@ -197,3 +188,18 @@ def sweep_figure(runs: list[TrialRun], curves: list[Curve]) -> str:
     ax.set_xlim(left=0)
     ax.legend(loc="lower left", fontsize=7)
     return _svg.to_svg(fig, "attainment against rate")
+
+
+def draw_curves(ax: Any, curves: list[Curve]) -> None:
+    """Each predicted curve with its fit-residual band and its highest passing rate (dotted)."""
+    for k, curve in enumerate(curves):
+        colour = _svg.SERIES[(k + 1) % len(_svg.SERIES)]
+        ax.fill_between(curve.rates, curve.low, curve.high, color=colour, alpha=0.18, linewidth=0)
+        ax.plot(curve.rates, curve.attainment, color=colour, label=curve.label)
+        if curve.max_rate is not None:
+            ax.axvline(
+                curve.max_rate,
+                color=colour,
+                linestyle=":",
+                label=f"predicted highest pass {curve.max_rate:.3g}/s",
+            )

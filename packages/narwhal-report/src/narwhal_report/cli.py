@@ -23,8 +23,8 @@ def _command(
     paths: Annotated[
         list[Path],
         typer.Argument(
-            help="Profile stores (their .samples.json sidecar beside them) and trial "
-            "run folders, one or many.",
+            help="Profile stores (their .samples.json sidecar beside them), trial "
+            "run folders and edge folders (load_trial.py edge), one or many.",
             show_default=False,
             metavar="PATH",
         ),
@@ -49,7 +49,7 @@ def _command(
     ] = 0.0,
 ) -> None:
     """Profiles and trials as one offline HTML page: fits, CDFs, timelines, attainment against
-    rate with the prediction. No engine is contacted."""
+    rate with the prediction, measured edges beside the predicted band. No engine is contacted."""
     try:
         written = write_report(paths, out, fleet=fleet, kv_transfer_s_per_token=kv_transfer)
     except ReportError as exc:

@@ -5,13 +5,15 @@
 schedule misses instead of sending late; ``run_checks`` and ``reconcile`` are the runbook's checks
 before and after; ``read_run`` reads a finished run folder back through its models; ``predict``
 (``load_model``, ``predict_rate``, ``find_max_rate``) foretells a trial's attainment
-and its highest passing rate from the profiles in virtual time, contacting nothing. The command is
-``narwhal-trial`` (``narwhal_trial.cli``).
+and its highest passing rate from the profiles in virtual time, contacting nothing; ``read_edge``
+reads the folder of an ``edge`` search (the measured capacity search: ``edge.json`` and a run
+folder per trial). The command is ``narwhal-trial`` (``narwhal_trial.cli``).
 """
 
 from narwhal_trial._access import DEFAULT_API_KEY_ENV, ApiKeyEnv
 from narwhal_trial._check import run_checks
 from narwhal_trial._drain import DEFAULT_GAUGES, DRAIN_PRESETS, wait_drained
+from narwhal_trial._edge_doc import EdgeRun, EdgeSearch, is_edge_folder, read_edge
 from narwhal_trial._errors import (
     DrainError,
     OutputPathError,
@@ -64,6 +66,8 @@ __all__ = [
     "CheckItem",
     "Distribution",
     "DrainError",
+    "EdgeRun",
+    "EdgeSearch",
     "EngineModel",
     "FleetModel",
     "LoadedWorkload",
@@ -92,6 +96,7 @@ __all__ = [
     "build_workload",
     "due_offsets_ns",
     "find_max_rate",
+    "is_edge_folder",
     "is_run_folder",
     "json_schemas",
     "load_model",
@@ -101,6 +106,7 @@ __all__ = [
     "predict",
     "predict_rate",
     "prompt_ids",
+    "read_edge",
     "read_journal",
     "read_requests",
     "read_run",

@@ -7,6 +7,7 @@ narwhal_trial.schemas --write packages/narwhal-trial/schemas``.
 from __future__ import annotations
 
 from narwhal_store import SchemaSet
+from narwhal_trial._edge_doc import EdgeSearch
 from narwhal_trial._prediction import Prediction
 from narwhal_trial._records import Manifest, RequestRecord, Summary
 from narwhal_trial._workload import Workload
@@ -18,6 +19,7 @@ _TRIAL_SCHEMAS = SchemaSet(
         "request": RequestRecord,  # one line of requests.jsonl
         "summary": Summary,
         "prediction": Prediction,
+        "edge": EdgeSearch,  # edge.json of a measured capacity search
     },
     file_name="trial-{name}.schema.json",
     mode="serialization",  # the documents as the trial writes them
@@ -25,7 +27,7 @@ _TRIAL_SCHEMAS = SchemaSet(
 SCHEMA_FILES = _TRIAL_SCHEMAS.file_names
 """File name of each schema in the checked-in folder."""
 json_schemas = _TRIAL_SCHEMAS.json_schemas
-"""``workload``, ``manifest``, ``request``, ``summary``, ``prediction`` → schema."""
+"""``workload``, ``manifest``, ``request``, ``summary``, ``prediction``, ``edge`` → schema."""
 schema_bytes = _TRIAL_SCHEMAS.schema_bytes
 """File name → the exact bytes ``write_schemas`` writes."""
 write_schemas = _TRIAL_SCHEMAS.write_schemas

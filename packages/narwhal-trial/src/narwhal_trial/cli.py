@@ -4,7 +4,9 @@ Exit codes follow the runbook: 0 pass with a valid schedule; 2 attainment or sch
 ``summary.json`` written; 1 a blocking error (usage errors and invalid option values, before
 anything is created, and an ``--out`` that already holds results, too); 130 interrupted. The other
 commands keep 2 for their own judged outcome alone: ``check`` a failed check, ``reconcile`` a
-record that does not reconcile, ``predict`` a prediction that misses the target.
+record that does not reconcile, ``predict`` a prediction that misses the target. ``edge`` (the
+measured capacity search, ``_edge_cli``) exits 0 when its bracket is within the tolerance, 2 when
+the budget ran out first, 1 for a blocking error, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -54,13 +56,16 @@ def _app() -> typer.Typer:
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
-        help="The synthetic deployment trial: prepare, check, run, reconcile.",
+        help="The synthetic deployment trial: prepare, check, run, reconcile, predict, edge.",
     )
+    from narwhal_trial._edge_cli import edge  # imports this module's option types
+
     app.command("prepare")(prepare)
     app.command("run")(run)
     app.command("check")(check)
     app.command("reconcile")(reconcile)
     app.command("predict")(predict)
+    app.command("edge")(edge)
     return app
 
 

@@ -1,0 +1,151 @@
+"""``edge``'s settings: the run's settings every trial shares, the search's, and the predictor's
+(``--fleet``/``--profiles``); validated before anything is touched."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from narwhal_trial._errors import TrialUsageError
+from narwhal_trial._settings import MAX_RATE, MAX_SCHEDULE_S, RunSettings
+from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
+
+MAX_TRIALS = 1000
+MAX_REPEATS = 10
+MIN_TOLERANCE, MAX_TOLERANCE = 0.01, 1.0
+MIN_RATE = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class PredictOptions:
+    """``--fleet``, ``--profiles`` and the predictor's settings: start from its band."""
+
+    fleet: Path
+    profiles: Path
+    limits: Path | None = None
+    kv_transfer_s_per_token: float = 0.0
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    replications: int | None = None
+    """None: the predictor's default"""
+    seed: int | None = None
+    """None: the predictor's default"""
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeSettings:
+    """Everything ``edge`` was asked. ``run`` is every trial's settings but ``rate`` and ``out``."""
+
+    run: RunSettings
+    out: Path
+    tolerance: float = 0.05
+    max_trials: int = 8
+    max_repeats: int = 2
+    start_rate: float = 1.0
+    predict: PredictOptions | None = None
+
+    def validate(self) -> None:
+        """TrialUsageError (exit 1, nothing touched) for a value the search cannot use."""
+        checks = [
+            (
+                math.isfinite(self.tolerance) and MIN_TOLERANCE <= self.tolerance <= MAX_TOLERANCE,
+                f"--tolerance must be from {MIN_TOLERANCE:g} to {MAX_TOLERANCE:g} (a fraction: "
+                f"0.05 is 5 %), got {self.tolerance:g}",
+            ),
+            (
+                2 <= self.max_trials <= MAX_TRIALS,
+                f"--max-trials must be from 2 to {MAX_TRIALS}, got {self.max_trials}",
+            ),
+            (
+                0 <= self.max_repeats <= MAX_REPEATS,
+                f"--max-repeats must be from 0 to {MAX_REPEATS}, got {self.max_repeats}",
+            ),
+            (
+                math.isfinite(self.start_rate) and 0 < self.start_rate <= MAX_RATE,
+                f"--start-rate must be positive and at most {MAX_RATE:g} per second, got "
+                f"{self.start_rate:g}",
+            ),
+            (
+                not self.start_rate > 0 or self.start_rate >= self.min_rate,
+                f"--requests {self.run.requests} at --start-rate {self.start_rate:g} would offer "
+                f"for more than {MAX_SCHEDULE_S:.0f} s (a day)",
+            ),
+        ]
+        p = self.predict
+        if p is not None:
+            checks += [
+                (
+                    math.isfinite(p.kv_transfer_s_per_token) and p.kv_transfer_s_per_token >= 0,
+                    "--kv-transfer-s-per-token must be a non-negative number, got "
+                    f"{p.kv_transfer_s_per_token:g}",
+                ),
+                (
+                    p.max_num_batched_tokens >= 1,
+                    f"--max-num-batched-tokens must be at least 1, got {p.max_num_batched_tokens}",
+                ),
+                (
+                    p.replications is None or p.replications >= 1,
+                    f"--replications must be at least 1, got {p.replications}",
+                ),
+                (p.seed is None or p.seed >= 0, f"--seed must be at least 0, got {p.seed}"),
+            ]
+        for ok, message in checks:
+            if not ok:
+                raise TrialUsageError(message)
+        dataclasses.replace(self.run, rate=self.start_rate).validate()
+
+    @property
+    def min_rate(self) -> float:
+        """The lowest rate whose schedule still ends within a day (``run``'s bound), and never
+        below one request in a million seconds."""
+        return max((self.run.requests - 1) / MAX_SCHEDULE_S, MIN_RATE)
+
+    def trial(self, index: int, rate: float) -> RunSettings:
+        """The settings of trial ``index`` at ``rate``: a run folder of its own under ``out``."""
+        return dataclasses.replace(self.run, rate=rate, out=self.out / trial_folder(index, rate))
+
+
+def trial_folder(index: int, rate: float) -> str:
+    """``trial-01-rate-7.5``: the run folder of trial ``index`` (from 1) at ``rate``."""
+    return f"trial-{index:02d}-rate-{rate:g}"
+
+
+def predict_options(
+    fleet: Path | None,
+    profiles: Path | None,
+    *,
+    limits: Path | None = None,
+    kv_transfer_s_per_token: float | None = None,
+    max_num_batched_tokens: int | None = None,
+    replications: int | None = None,
+    seed: int | None = None,
+) -> PredictOptions | None:
+    """The predictor's options, or None without ``--fleet`` and ``--profiles``. The two come
+    together, and the others (None: not given) only with them; TrialUsageError otherwise."""
+    others = {
+        "--limits": limits,
+        "--kv-transfer-s-per-token": kv_transfer_s_per_token,
+        "--max-num-batched-tokens": max_num_batched_tokens,
+        "--replications": replications,
+        "--seed": seed,
+    }
+    given = [flag for flag, value in others.items() if value is not None]
+    if fleet is None and profiles is None:
+        if given:
+            raise TrialUsageError(f"{given[0]} needs --fleet and --profiles (the predicted band)")
+        return None
+    if fleet is None or profiles is None:
+        have, need = ("--profiles", "--fleet") if fleet is None else ("--fleet", "--profiles")
+        raise TrialUsageError(f"{have} needs {need}: the band is predicted from both")
+    return PredictOptions(
+        fleet,
+        profiles,
+        limits,
+        0.0 if kv_transfer_s_per_token is None else kv_transfer_s_per_token,
+        DEFAULT_MAX_NUM_BATCHED_TOKENS
+        if max_num_batched_tokens is None
+        else max_num_batched_tokens,
+        replications,
+        seed,
+    )
