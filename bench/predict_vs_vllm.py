@@ -4,8 +4,8 @@
 2. profile it with ``narwhal-profile`` (a sweep covering the trial's shape and decode batches up
    to 16);
 3. prepare the trial's workload (512 tokens in, 32 out) and set the SLO from the profile: TTFT at
-   most ``--ttft-factor`` x the fitted idle TTFT, TPOT at most ``--tpot-factor`` x the fitted
-   single-stream TPOT;
+   most ``--ttft-factor`` x the fitted idle TTFT (2), TPOT at most ``--tpot-factor`` x the fitted
+   single-stream TPOT (1.5);
 4. ``predict --find-max-rate`` (Monte Carlo: the pass-probability band), then run a trial of
    ``--requests`` offers at each of ``--factors`` x the predicted edge;
 5. print predicted (median and 5-95 % range) against measured attainment per rate, the mean and
@@ -44,6 +44,7 @@ from narwhal_trial import (  # noqa: E402 - after the path
     TrialShape,
     TrialTarget,
     predict,
+    wilson_interval,
 )
 
 INPUT, OUTPUT = 512, 32
@@ -125,6 +126,10 @@ def measured(run: Path, target: TrialTarget) -> dict[str, Any]:
 def compare(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Predicted against measured for every trial in the work folder."""
     plan = cmd.read_json(work / "plan.json")
+    if args.rejudge:  # the same records judged against an SLO set by this run's factors
+        store = work / "profiles" / "fleet-profiles.json"
+        ttft, tpot = slo(store, args.ttft_factor, args.tpot_factor)
+        plan["ttft_s"], plan["tpot_s"] = str(ttft), str(tpot)
     target = TrialTarget(Decimal(plan["ttft_s"]), Decimal(plan["tpot_s"]), Decimal(args.attainment))
     search = predicted(work, plan["requests"], target, None, args.replications)["search"]
     rows = []
@@ -135,6 +140,8 @@ def compare(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         got = measured(run, target)
         doc = predicted(work, plan["requests"], target, trial["rate"], args.replications)
         p = doc["prediction"]
+        lo, hi = p["attainment_interval"]["low"], p["attainment_interval"]["high"]
+        mlo, mhi = wilson_interval(got["good"], got["requests"])
         rows.append(
             {
                 "rate": trial["rate"],
@@ -144,6 +151,7 @@ def compare(work: Path, args: argparse.Namespace) -> dict[str, Any]:
                 "range": [p["attainment_interval"]["low"], p["attainment_interval"]["high"]],
                 "pass_probability": p["pass_probability"],
                 "error": abs(p["attainment"] - got["attainment"]),
+                "agrees": mlo <= hi and lo <= mhi,
                 "tpot_ms_pred": [p["tpot_s"]["p50"] * 1e3, p["tpot_s"]["p99"] * 1e3],
                 "ttft_ms_pred": [p["ttft_s"]["p50"] * 1e3, p["ttft_s"]["p99"] * 1e3],
                 "tpot_ms_meas": _p50_p99(got["tpot_ms"]),
@@ -154,6 +162,17 @@ def compare(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     passed = [r["rate"] for r in rows if r["measured"] >= need]
     missed = [r["rate"] for r in rows if r["measured"] < need]
     errors = [r["error"] for r in rows]
+    bracket = (
+        max((r for r in passed if not missed or r < min(missed)), default=0.0),
+        min(missed, default=float("inf")),
+    )
+    band = search["band"]
+    in_band = (
+        band["pass_90"] is not None
+        and band["pass_10"] is not None
+        and bracket[0] <= band["pass_10"]
+        and band["pass_90"] <= bracket[1]
+    )
     return {
         "ttft_s": plan["ttft_s"],
         "tpot_s": plan["tpot_s"],
@@ -161,10 +180,9 @@ def compare(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         "rows": rows,
         "mean_abs_error": sum(errors) / len(errors) if errors else None,
         "worst_abs_error": max(errors) if errors else None,
-        "measured_bracket": [
-            max((r for r in passed if not missed or r < min(missed)), default=None),
-            min(missed, default=None),
-        ],
+        "measured_bracket": [bracket[0], None if bracket[1] == float("inf") else bracket[1]],
+        "rates_agree": sum(1 for r in rows if r["agrees"]),
+        "edge_in_band": in_band,
     }
 
 
@@ -231,11 +249,16 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--attainment", default="0.9")
     parser.add_argument("--ttft-factor", type=float, default=2.0)
-    parser.add_argument("--tpot-factor", type=float, default=1.3)
+    parser.add_argument("--tpot-factor", type=float, default=1.5)
     parser.add_argument("--replications", type=int, default=100)
     parser.add_argument("--factors", type=lambda s: [float(x) for x in s.split(",")],
                         default=list(FACTORS))  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="with --replay: judge the records against the SLO of --ttft-factor/--tpot-factor",
+    )
     args = parser.parse_args()
     start = time.monotonic()
     if args.replay is not None:
@@ -250,7 +273,8 @@ def main() -> int:
         lo, hi = r["range"]
         say(
             f"{r['rate']:7.3f}/s measured {r['measured']:.3f} predicted {r['predicted']:.3f} "
-            f"[{lo:.3f}, {hi:.3f}] p(pass) {r['pass_probability']:.2f}; TPOT p50/p99 "
+            f"[{lo:.3f}, {hi:.3f}] p(pass) {r['pass_probability']:.2f}"
+            f"{'' if r['agrees'] else ' DISAGREES'}; TPOT p50/p99 "
             f"{r['tpot_ms_meas'][0]:.2f}/{r['tpot_ms_meas'][1]:.2f} vs "
             f"{r['tpot_ms_pred'][0]:.2f}/{r['tpot_ms_pred'][1]:.2f} ms; TTFT p50/p99 "
             f"{r['ttft_ms_meas'][0]:.1f}/{r['ttft_ms_meas'][1]:.1f} vs "
@@ -260,7 +284,8 @@ def main() -> int:
     say(
         f"mean |error| {figures['mean_abs_error']}, worst {figures['worst_abs_error']}; band "
         f"0.9/0.5/0.1 at {band['pass_90']}/{band['pass_50']}/{band['pass_10']}, measured bracket "
-        f"{figures['measured_bracket']} ({time.monotonic() - start:.0f} s)"
+        f"{figures['measured_bracket']}; {figures['rates_agree']}/{len(figures['rows'])} rates "
+        f"agree, edge in band: {figures['edge_in_band']} ({time.monotonic() - start:.0f} s)"
     )
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from narwhal_trial._predict import OutsideDomainError, PredictRequest, TrialTarget, predict
+from narwhal_trial._model import OutsideDomainError, TrialTarget
+from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._prediction import Prediction
 from narwhal_trial._vtime import TrialShape
 

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from narwhal_store import read_store
-from narwhal_trial._predict import PredictRequest, TrialTarget, predict
+from narwhal_trial._model import FleetModel, TrialTarget
+from narwhal_trial._predict import PredictRequest, predict
+from narwhal_trial._rates import _beyond
 from narwhal_trial._spread import EngineReplica, engine_spread
-from narwhal_trial._vtime import TrialShape
+from narwhal_trial._vtime import SimulatedOutcome, TrialShape
 
 from ._store_kit import decode_sample, prefill_sample, write_profiles
 from .conftest import Cli
@@ -88,23 +90,26 @@ def test_one_replication_is_the_fits_alone(tmp_path: Path) -> None:
 
 def test_spread_gives_the_profiles_level_and_noise(tmp_path: Path) -> None:
     """At a light load, TTFT sits at the repeats' median and spreads by how far the repeats lie
-    from it (up to +0.15 s at 12,288 tokens); TPOT sits at the cohorts' level (8 ms, not the fit's
-    10 ms) and spreads as their 127-interval windows (6 to 10 ms): the percentiles differ where the
-    engine's did."""
+    from it (up to +0.15 s at 12,288 tokens) and by the engine's speed at one moment of its sweep
+    (each length's repeats: 0.8, 1.0 and 1.2 of their median); TPOT sits at the cohorts' level
+    (8 ms, not the fit's 10 ms) and spreads as their 127-interval windows (6 to 10 ms) and that
+    speed: the percentiles differ where the engine's did."""
     fleet, store = _spread_store(tmp_path)
     p = predict(_request(fleet, store, rate=0.5, replications=20)).prediction
     assert p is not None and p.replications == 20
     assert p.attainment_interval.method == "monte-carlo"
     assert p.ttft_s.max is not None and p.ttft_s.p50 is not None and p.ttft_s.p99 is not None
-    # the slowest resampled median (1.2 x 0.5 s), the step's 10 ms, the largest noise (+0.15 s)
-    assert p.ttft_s.max <= 0.6 + 0.01 + 0.15 + 1e-9
-    assert 0.4 <= p.ttft_s.p50 <= 0.61  # every replication's median lies in [0.8, 1.2] x 0.5 s
+    # the slowest resampled median at the slowest speed (1.2 x 1.2 x 0.5 s), the step's 10 ms,
+    # the largest noise (+0.15 s)
+    assert p.ttft_s.max <= 1.2 * 1.2 * 0.5 + 0.01 + 0.15 + 1e-9
+    assert 0.45 <= p.ttft_s.p50 <= 0.57
     assert p.ttft_s.p99 - p.ttft_s.p50 > 0.05
     assert p.tpot_s.p50 == pytest.approx(0.008, rel=0.1)
     # the slowest window (10 ms) less the windows' median (7.6 ms: they start every 31
-    # intervals, more of them in the 6 ms half), on the 8 ms level
-    assert p.tpot_s.max is not None and p.tpot_s.max <= 0.0105
-    assert p.tpot_s.p99 is not None and p.tpot_s.p99 - p.tpot_s.p50 > 0.001
+    # intervals, more of them in the 6 ms half), on the 8 ms level at the slowest speed (1.2);
+    # the few requests above it decoded beside a slowed prefill (max_decoding 2)
+    assert p.tpot_s.p99 is not None and p.tpot_s.p99 <= 0.008 * 1.2 + 0.0025
+    assert p.tpot_s.p99 - p.tpot_s.p50 > 0.001
 
 
 def test_same_seed_same_prediction(tmp_path: Path) -> None:
@@ -155,7 +160,24 @@ def test_windows_lie_inside_the_cohorts_overlap(tmp_path: Path) -> None:
     assert pool.levels == (pytest.approx(0.8),)
     assert spread.tpot_noise_s and max(abs(v) for v in spread.tpot_noise_s) < 1e-6
     replica = EngineReplica(spread, random.Random(1))
-    assert replica.decode_level(2, 8292.0) == pytest.approx(0.8)
+    assert replica.decode_level(2, 8292.0) == pytest.approx(0.8 * replica.speed)
+
+
+def test_a_replication_runs_at_one_moment_of_the_sweep(tmp_path: Path) -> None:
+    """The speed pool is every repeat and cohort over its point's median (the prefill repeats
+    here: 0.8, 1.0 and 1.2); a replication draws one and scales every level by it."""
+    _, store = _spread_store(tmp_path)
+    loaded = read_store(store)
+    profile = loaded.store.profiles[0]
+    spread = engine_spread(profile, loaded.samples(profile.key), 128)
+    assert sorted({round(v, 9) for v in spread.speed}) == [0.8, 1.0, 1.2]
+    speeds = set()
+    for seed in range(30):
+        replica = EngineReplica(spread, random.Random(seed))
+        speeds.add(round(replica.speed, 9))
+        level = replica.decode_level(1, 4296.0)  # every cohort's level is 0.8
+        assert level == pytest.approx(0.8 * replica.speed)
+    assert speeds == {0.8, 1.0, 1.2}
 
 
 def test_cli_replications(cli: Cli, tmp_path: Path) -> None:
@@ -175,3 +197,27 @@ def test_cli_replications(cli: Cli, tmp_path: Path) -> None:
     done = cli(*base, "--replications", "0")
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "--replications" in done.stderr
+
+
+def _outcome(batch: int) -> SimulatedOutcome:
+    return SimulatedOutcome([0.1], [0.01], 0, {"e0": 1}, {"e0": 0}, {"e0": batch})
+
+
+@pytest.mark.parametrize(
+    ("over", "refused"), [(0, False), (5, False), (6, True)], ids=["none", "5-of-100", "6-of-100"]
+)
+def test_a_few_replications_may_outgrow_the_domain(over: int, refused: bool) -> None:
+    """Up to 5 % of the replications may need a decode batch beyond the profiled concurrency (they
+    count as they ran); more, and the rate is refused naming how many; the fits alone, never."""
+    model = FleetModel([], {}, {}, {"e0": 4})
+    runs = [_outcome(6)] * over + [_outcome(3)] * (100 - over)
+    problems = _beyond(model, runs)
+    assert bool(problems) is refused
+    if refused:
+        assert problems == [
+            "e0 reaches 6 decoding sequences in 6 of 100 replications, beyond the profiled decode "
+            "domain (concurrency up to 4)"
+        ]
+    assert _beyond(model, [_outcome(5)]) == [
+        "e0 reaches 5 decoding sequences, beyond the profiled decode domain (concurrency up to 4)"
+    ]

@@ -1,16 +1,16 @@
 """Predictions checked against vLLM's own server: ``predict`` across the edge, then trials there.
 
 From the variant's profile (its store and sidecar) and workload: an SLO set from the profile (TTFT
-at most twice the fitted idle TTFT, TPOT at most 1.3 times the fitted single-stream TPOT, 90 %
+at most twice the fitted idle TTFT, TPOT at most 1.5 times the fitted single-stream TPOT, 90 %
 attainment), ``predict --find-max-rate`` for the band, then at each of ``FACTORS`` times its 0.5
 crossing ``predict --rate`` and a trial of ``REQUESTS`` offers (``run``, with vLLM's drain gauges).
 
-The checks (docs/conformance.md):
+What it records in results.json (docs/conformance.md):
 
-- every measured attainment's Wilson 95 % interval (the trial's own binomial sampling error)
-  meets the predicted 5-95 % range;
-- the measured edge (from the highest rate that passed to the lowest that missed, above it)
-  meets the predicted band (from the 0.9 crossing to the 0.1 crossing).
+- whether every measured attainment's Wilson 95 % interval (the trial's own binomial sampling
+  error) meets the predicted 5-95 % range;
+- whether the measured edge (from the highest rate that passed to the lowest that missed, above
+  it) meets the predicted band (from the 0.9 crossing to the 0.1 crossing).
 """
 
 from __future__ import annotations
@@ -28,10 +28,13 @@ from . import _commands as cmd
 from ._suite import DRAIN_GAUGES, Suite, trial_args
 
 FACTORS = (0.5, 0.9, 1.0, 1.1, 1.4)
+#: The default server's ``--max-num-seqs``, given to ``predict`` in a limits file: beyond the
+#: edge requests queue for a slot instead of growing the batch past the profiled concurrency.
+MAX_NUM_SEQS = 8
 REQUESTS = 60
 ATTAINMENT = "0.9"
 TTFT_FACTOR = 2.0
-TPOT_FACTOR = 1.3
+TPOT_FACTOR = 1.5
 
 
 @dataclass
@@ -136,9 +139,21 @@ def slo(suite: Suite) -> tuple[Decimal, Decimal]:
     return Decimal(f"{ttft * TTFT_FACTOR:.4f}"), Decimal(f"{tpot * TPOT_FACTOR:.5f}")
 
 
+def _limits(suite: Suite) -> Path:
+    path = suite.root / "limits.json"
+    doc = {
+        "format": "narwhal.limits",
+        "format_version": 1,
+        "engines": {"vllm-0": {"max_num_seqs": MAX_NUM_SEQS}},
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
 def _predict(suite: Suite, ttft: Decimal, tpot: Decimal, *extra: str) -> cmd.Done:
     return cmd.trial(
         "predict", "--fleet", str(suite.fleet), "--profiles", str(suite.store),
+        "--limits", str(_limits(suite)),
         "--input-tokens", str(suite.shape.trial_input),
         "--output-tokens", str(suite.shape.trial_output), "--requests", str(REQUESTS),
         "--ttft", str(ttft), "--tpot", str(tpot), "--attainment", ATTAINMENT, "--json", *extra,

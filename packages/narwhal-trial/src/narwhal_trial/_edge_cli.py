@@ -102,7 +102,12 @@ def edge(
     ] = None,
     replications: Annotated[
         int | None,
-        typer.Option("--replications", help=_PREDICT + "the band's replications per rate."),
+        typer.Option(
+            "--replications",
+            help=_PREDICT
+            + "the band's Monte Carlo replications per rate (default 100; 1: the fits "
+            "alone, one rate for all three crossings).",
+        ),
     ] = None,
     seed: Annotated[
         int | None, typer.Option("--seed", help=_PREDICT + "the band's random seed.")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +32,8 @@ from narwhal_trial._edge_text import closing, opening, trial_line
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
 from narwhal_trial._launch import read_launch_records, refuse_caching_on
-from narwhal_trial._predict import PredictRequest, TrialTarget, predict
+from narwhal_trial._model import TrialTarget
+from narwhal_trial._predict import DEFAULT_REPLICATIONS, PredictRequest, predict
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._records import Summary
 from narwhal_trial._run import run_trial
@@ -56,11 +56,17 @@ def predicted_band(settings: EdgeSettings, loaded: LoadedWorkload) -> PredictedB
         max_in_flight=run.max_in_flight,
     )
     target = TrialTarget(run.ttft_s, run.tpot_s, run.attainment)
-    req = PredictRequest(p.fleet, p.profiles, p.limits, shape, target, None, True)
-    if p.replications is not None:  # else the predictor's defaults
-        req = dataclasses.replace(req, replications=p.replications)
-    if p.seed is not None:
-        req = dataclasses.replace(req, seed=p.seed)
+    req = PredictRequest(
+        p.fleet,
+        p.profiles,
+        p.limits,
+        shape,
+        target,
+        None,
+        True,
+        replications=DEFAULT_REPLICATIONS if p.replications is None else p.replications,
+        seed=0 if p.seed is None else p.seed,
+    )
     doc = predict(req)
     if doc.search is None:  # find_max_rate was asked, so the predictor always searches
         raise TrialError("the prediction holds no rate search")

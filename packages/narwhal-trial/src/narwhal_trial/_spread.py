@@ -10,11 +10,14 @@ they become (docs/design.md §11):
   and each cohort's first stream's TTFT from the median of its input length's (seconds);
 - **TPOT noise**, for the whole engine: the mean inter-token interval of every run of ``w``
   consecutive intervals inside each cohort's overlap window (``w`` = the trial's output tokens - 1,
-  the intervals one trial request's TPOT averages), less the cohort's median of them (seconds).
+  the intervals one trial request's TPOT averages), less the cohort's median of them (seconds);
+- **speed**, for the whole engine: each prefill repeat and each cohort's level over its point's
+  median (how fast the whole engine was at that moment of the sweep).
 
 Levels are medians and stay with their point (a fit's bias is local); noise is what lies around
 the medians, pooled over the engine (a stall of the host or the server adds the same seconds
-whatever the point, and pooling samples its tail).
+whatever the point, and pooling samples its tail); one speed is drawn per replication (a shared
+host makes the whole engine faster or slower for minutes at a time).
 
 One replication (:meth:`FleetSpread.replica`) resamples each point's repeats and cohorts and each
 noise pool with replacement (a bootstrap: the fits' uncertainty, so replications differ in level
@@ -77,6 +80,7 @@ class EngineSpread:
     ttft_noise_s: tuple[float, ...]
     tpot_noise_s: tuple[float, ...]
     source: str
+    speed: tuple[float, ...] = ()
 
 
 def _centred(groups: dict[object, list[float]]) -> list[float]:
@@ -116,6 +120,17 @@ def _stream_windows(times: list[int], window: DecodeWindow | None, w: int) -> li
     return [(times[i + w] - times[i]) / w for i in range(0, len(times) - w, stride)]
 
 
+def _relative(groups: list[list[float]]) -> list[float]:
+    """Every value over its group's median: how fast the engine was at that moment of the sweep
+    against its own usual speed at that point."""
+    out: list[float] = []
+    for values in groups:
+        middle = statistics.median(values)
+        if middle > 0 and len(values) > 1:
+            out += [v / middle for v in values]
+    return out
+
+
 def _first_ttft(sample: DecodeSample) -> float | None:
     """The TTFT of the cohort's first stream to answer (it prefilled on an idle engine)."""
     firsts = [(s.chunk_ns[0] - s.send_ns) / 1e9 for s in sample.streams if s.chunk_ns]
@@ -153,6 +168,7 @@ def engine_spread(profile: Profile, samples: ProfileSamples, output_tokens: int)
             ctx = math.fsum(x for x, _ in found) / len(found)
             decode.append(DecodePool(n, ctx, tuple(level for _, level in found)))
     ttft_noise = _centred(ttft_groups)
+    speed = _relative([list(p.factors) for p in prefill] + [list(p.levels) for p in decode])
     repeats = sum(len(p.factors) for p in prefill)
     cohorts = sum(len(p.levels) for p in decode)
     source = (
@@ -166,6 +182,7 @@ def engine_spread(profile: Profile, samples: ProfileSamples, output_tokens: int)
         tuple(ttft_noise),
         tuple(tpot_noise),
         source,
+        tuple(speed),
     )
 
 
@@ -195,6 +212,10 @@ class EngineReplica:
         ]
         self._ttft_noise = sorted(_resample(rng, spread.ttft_noise_s))
         self._tpot_noise = sorted(_resample(rng, spread.tpot_noise_s))
+        # the whole engine as fast or as slow as it was at one moment of its own sweep
+        self.speed = spread.speed[rng.randrange(len(spread.speed))] if spread.speed else 1.0
+        self._prefill = [level * self.speed for level in self._prefill]
+        self._decode = [(n, ctx, level * self.speed) for n, ctx, level in self._decode]
         self._levels: dict[tuple[int, int], float] = {}
 
     def prefill_level(self, length: int) -> float:
