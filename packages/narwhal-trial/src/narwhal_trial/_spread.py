@@ -7,7 +7,8 @@ they become (docs/design.md §11):
 - **decode levels**, per profiled point (concurrency, input length): each valid cohort's TPOT over
   the fit's ``tpot(n, ctx)`` (the fit's bias at that point, and how much it moves between repeats);
 - **TTFT noise**, for the whole engine: how far each prefill repeat lies from its length's median,
-  and each cohort's first stream's TTFT from the median of its input length's (seconds);
+  and each single-stream cohort's TTFT from the median of its input length's (seconds: the
+  streams of a larger cohort prefill together, so their TTFTs are not an idle engine's);
 - **TPOT noise**, for the whole engine: the mean inter-token interval of every run of ``w``
   consecutive intervals inside each cohort's overlap window (``w`` = the trial's output tokens - 1,
   the intervals one trial request's TPOT averages), less the cohort's median of them (seconds);
@@ -132,7 +133,7 @@ def _relative(groups: list[list[float]]) -> list[float]:
 
 
 def _first_ttft(sample: DecodeSample) -> float | None:
-    """The TTFT of the cohort's first stream to answer (it prefilled on an idle engine)."""
+    """The TTFT of the cohort's first stream to answer."""
     firsts = [(s.chunk_ns[0] - s.send_ns) / 1e9 for s in sample.streams if s.chunk_ns]
     return min(firsts) if firsts else None
 
@@ -157,8 +158,8 @@ def engine_spread(profile: Profile, samples: ProfileSamples, output_tokens: int)
         for c in samples.decode_samples:
             if not c.valid or c.tpot_s is None or c.ctx is None:
                 continue
-            first = _first_ttft(c)
-            if first is not None:
+            first = _first_ttft(c) if c.concurrency == 1 else None
+            if first is not None:  # alone on an idle engine: a clean prefill
                 ttft_groups.setdefault(("decode", c.input_len), []).append(first)
             fit = tpot_batch_context_s(fit_doc.coefficients, c.concurrency, c.ctx)
             if fit > 0:
