@@ -21,6 +21,9 @@ from narwhal_trial._vtime import SimulatedOutcome, TrialShape, simulate
 
 _SEARCH_PRECISION = 0.01  # stop bisecting when the bracket is within 1 %
 _SEARCH_STEPS = 40
+#: A crossing not reached at 1/4096 of the start rate is not there: a pass probability below 0.9
+#: at a near-idle fleet stays below it (the engine's own spread misses the SLO).
+_HALVINGS = 12
 #: The pass probabilities whose crossings make the band (0.5: the trial's own judgement).
 BAND_LEVELS = (0.9, 0.5, 0.1)
 
@@ -188,9 +191,12 @@ def _crossing(judge: _Judge, level: float, start: float) -> float | None:
     from what was seen to bracket it, then bisect. Assumes the probability falls with rate."""
     judge(start)
     lo, hi = judge.bracket(level)
+    halvings = 0
     for _ in range(_SEARCH_STEPS):
-        if lo is not None and hi is not None:
+        if (lo is not None and hi is not None) or halvings >= _HALVINGS:
             break
+        if lo is None:
+            halvings += 1
         rate = lo * 2 if lo is not None else (hi or start) / 2
         judge(rate)
         lo, hi = judge.bracket(level)
