@@ -1,30 +1,43 @@
-"""The ``edge`` subcommand's options: ``run``'s, the search's and the predictor's (a thin shell over
-``_edge_command.edge_command``; ``cli`` registers it)."""
+"""The ``edge`` subcommand's options: ``run``'s (``_run_options``), the search's and the
+predictor's (a thin shell over ``_edge_command.edge_command``; ``cli`` registers it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
-from narwhal_engine_client import DEFAULT_KEEPALIVE_EXPIRY_S
 from narwhal_trial._commands import fail
-from narwhal_trial._drain import DEFAULT_PRESET, DrainPreset
 from narwhal_trial._edge_command import edge_command
 from narwhal_trial._edge_settings import EdgeSettings, predict_options
 from narwhal_trial._errors import TrialError
-from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
-from narwhal_trial._settings import MAX_IN_FLIGHT, RunSettings
-from narwhal_trial._stats import parse_fraction, parse_seconds
-from narwhal_trial.cli import (
-    _PRESET_HELP,
+from narwhal_trial._run_options import (
+    DRAIN_TIMEOUT_DEFAULT_S,
+    KEEPALIVE_EXPIRY_DEFAULT_S,
+    MAX_IN_FLIGHT_DEFAULT,
+    MAX_LAG_DEFAULT_S,
+    REQUEST_TIMEOUT_DEFAULT_S,
     ApiKeyEnvOpt,
+    AttainmentOpt,
     BaseOpt,
+    ClientOptions,
+    DrainGaugeOpt,
+    DrainPresetOpt,
+    DrainTimeoutOpt,
+    KeepaliveExpiryOpt,
+    LaunchRecordOpt,
+    MaxInFlightOpt,
+    MaxLagOpt,
     MaxModelLenOpt,
-    _decimal,
-    _Invocation,
+    RequestTimeoutOpt,
+    TpotOpt,
+    TransportOpt,
+    TtftOpt,
+    WorkloadOpt,
+    run_settings,
 )
+from narwhal_trial.cli import _Invocation
 
 _PREDICT = "With --fleet and --profiles: "
 
@@ -32,13 +45,13 @@ _PREDICT = "With --fleet and --profiles: "
 def edge(
     ctx: typer.Context,
     base: BaseOpt,
-    workload: Annotated[Path, typer.Option("--workload", help="workload.json from prepare.")],
+    workload: WorkloadOpt,
     requests: Annotated[
         int, typer.Option("--requests", help="Offers per trial; all count in the denominator.")
     ],
-    ttft: Annotated[str, typer.Option("--ttft", help="TTFT bound, seconds.")],
-    tpot: Annotated[str, typer.Option("--tpot", help="TPOT bound, seconds.")],
-    attainment: Annotated[str, typer.Option("--attainment", help="Required good fraction.")],
+    ttft: TtftOpt,
+    tpot: TpotOpt,
+    attainment: AttainmentOpt,
     out: Annotated[
         Path,
         typer.Option(
@@ -112,60 +125,17 @@ def edge(
     seed: Annotated[
         int | None, typer.Option("--seed", help=_PREDICT + "the band's random seed.")
     ] = None,
-    max_in_flight: Annotated[
-        int,
-        typer.Option(
-            "--max-in-flight",
-            help=f"As run's: offers due while this many are in flight are misses (1 to "
-            f"{MAX_IN_FLIGHT}).",
-        ),
-    ] = DEFAULT_MAX_IN_FLIGHT,
-    max_lag: Annotated[
-        float,
-        typer.Option("--max-lag", help="Seconds after its due time an offer may still be sent."),
-    ] = 0.050,
-    request_timeout: Annotated[
-        float,
-        typer.Option("--request-timeout", help="Seconds before a request counts as a timeout."),
-    ] = 300.0,
-    drain_timeout: Annotated[
-        float, typer.Option("--drain-timeout", help="Seconds to wait for the fleet to drain.")
-    ] = 600.0,
-    keepalive_expiry: Annotated[
-        float,
-        typer.Option(
-            "--keepalive-expiry",
-            metavar="SECONDS",
-            help="As run's: an idle kept-alive connection older than this is never reused.",
-        ),
-    ] = DEFAULT_KEEPALIVE_EXPIRY_S,
-    drain_preset: Annotated[
-        DrainPreset | None,
-        typer.Option(
-            "--drain-preset",
-            help=f"The drain gauges of what stands at --base (default {DEFAULT_PRESET}): "
-            f"{_PRESET_HELP}.",
-        ),
-    ] = None,
-    drain_gauge: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--drain-gauge", help="Gauge that must read 0 (repeat; instead of --drain-preset)."
-        ),
-    ] = None,
-    transport: Annotated[
-        Literal["auto", "raw", "httpx"],
-        typer.Option("--transport", help="As run's: raw, httpx, or auto (raw for http://)."),
-    ] = "auto",
+    max_in_flight: MaxInFlightOpt = MAX_IN_FLIGHT_DEFAULT,
+    max_lag: MaxLagOpt = MAX_LAG_DEFAULT_S,
+    request_timeout: RequestTimeoutOpt = REQUEST_TIMEOUT_DEFAULT_S,
+    drain_timeout: DrainTimeoutOpt = DRAIN_TIMEOUT_DEFAULT_S,
+    keepalive_expiry: KeepaliveExpiryOpt = KEEPALIVE_EXPIRY_DEFAULT_S,
+    drain_preset: DrainPresetOpt = None,
+    drain_gauge: DrainGaugeOpt = None,
+    transport: TransportOpt = "auto",
     api_key_env: ApiKeyEnvOpt = None,
     max_model_len: MaxModelLenOpt = None,
-    launch_record: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--launch-record",
-            help="An engine's launch record, copied into every trial's run folder (repeat).",
-        ),
-    ] = None,
+    launch_record: LaunchRecordOpt = None,
 ) -> None:
     """Find the measured edge with few trials: start from predict's band (--fleet, --profiles)
     or double from --start-rate, then bisect on rate, each trial a normal run (drain, warm-up,
@@ -175,28 +145,28 @@ def edge(
     """
     inv: _Invocation = ctx.obj
     try:
-        run = RunSettings(
-            base_url=base,
-            workload_path=workload,
+        run = run_settings(
+            base=base,
+            workload=workload,
             rate=start_rate,
             requests=requests,
-            ttft_s=_decimal(parse_seconds, ttft, "--ttft"),
-            tpot_s=_decimal(parse_seconds, tpot, "--tpot"),
-            attainment=_decimal(parse_fraction, attainment, "--attainment"),
+            bounds=(ttft, tpot, attainment),
             out=out,
-            max_in_flight=max_in_flight,
-            max_lag_s=max_lag,
-            request_timeout_s=request_timeout,
-            drain_timeout_s=drain_timeout,
-            keepalive_expiry_s=keepalive_expiry,
-            drain_gauges=tuple(drain_gauge or ()),
-            drain_preset=drain_preset,
-            transport=transport,
+            client=ClientOptions(
+                max_in_flight,
+                max_lag,
+                request_timeout,
+                drain_timeout,
+                keepalive_expiry,
+                drain_preset,
+                drain_gauge,
+                transport,
+                api_key_env,
+                max_model_len,
+                launch_record,
+            ),
             command=inv.argv,
             launcher=inv.launcher,
-            api_key_env=api_key_env,
-            max_model_len=max_model_len,
-            launch_records=tuple(launch_record or ()),
         )
         settings = EdgeSettings(
             run=run,

@@ -12,16 +12,12 @@ the budget ran out first, 1 for a blocking error, 130 interrupted.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
-from narwhal_engine_client import DEFAULT_KEEPALIVE_EXPIRY_S
-from narwhal_trial._access import DEFAULT_API_KEY_ENV
 from narwhal_trial._commands import (
     check_command,
     describe,
@@ -30,17 +26,40 @@ from narwhal_trial._commands import (
     prepare_command,
     reconcile_command,
 )
-from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
 from narwhal_trial._errors import TrialError, TrialUsageError
 from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import DEFAULT_REPLICATIONS, MAX_REPLICATIONS, PredictRequest
 from narwhal_trial._run import run_trial
+from narwhal_trial._run_options import (
+    DRAIN_TIMEOUT_DEFAULT_S,
+    KEEPALIVE_EXPIRY_DEFAULT_S,
+    MAX_IN_FLIGHT_DEFAULT,
+    MAX_LAG_DEFAULT_S,
+    REQUEST_TIMEOUT_DEFAULT_S,
+    ApiKeyEnvOpt,
+    AttainmentOpt,
+    BaseOpt,
+    ClientOptions,
+    DrainGaugeOpt,
+    DrainPresetOpt,
+    DrainTimeoutOpt,
+    KeepaliveExpiryOpt,
+    LaunchRecordOpt,
+    MaxInFlightOpt,
+    MaxLagOpt,
+    MaxModelLenOpt,
+    RequestTimeoutOpt,
+    TpotOpt,
+    TransportOpt,
+    TtftOpt,
+    WorkloadOpt,
+    decimal_option,
+    run_settings,
+)
 from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
-from narwhal_trial._settings import MAX_IN_FLIGHT, MAX_RATE, MAX_REQUESTS, RunSettings
+from narwhal_trial._settings import MAX_RATE, MAX_REQUESTS
 from narwhal_trial._stats import parse_fraction, parse_seconds
 from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS, TrialShape
-
-ENV_BASE = "NARWHAL_TRIAL_URL"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,39 +86,6 @@ def _app() -> typer.Typer:
     app.command("predict")(predict)
     app.command("edge")(edge)
     return app
-
-
-BaseOpt = Annotated[
-    str,
-    typer.Option(
-        "--base",
-        envvar=ENV_BASE,
-        show_envvar=True,
-        help="Router or engine base URL (no user:password@ or query: keys go in --api-key-env).",
-    ),
-]
-ApiKeyEnvOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--api-key-env",
-        metavar="NAME",
-        help="Environment variable holding the API key, sent as Authorization: Bearer on every "
-        f"request (never the key itself on the command line). Default: {DEFAULT_API_KEY_ENV}, "
-        "when set; otherwise no key is sent.",
-    ),
-]
-MaxModelLenOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-model-len",
-        min=1,
-        help="The context limit, for a router that reports none in /v1/models or /tokenize; an "
-        "error when the server reports a different one.",
-    ),
-]
-_PRESET_HELP = "; ".join(
-    f"{name}: {', '.join(gauges) or 'no drain check'}" for name, gauges in DRAIN_PRESETS.items()
-)
 
 
 def prepare(
@@ -138,17 +124,10 @@ def prepare(
     print(f"wrote workload to {path}")
 
 
-def _decimal(parse: Callable[[str, str], Decimal], text: str, flag: str) -> Decimal:
-    try:
-        return parse(text, flag)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint=flag) from exc
-
-
 def run(
     ctx: typer.Context,
     base: BaseOpt,
-    workload: Annotated[Path, typer.Option("--workload", help="workload.json from prepare.")],
+    workload: WorkloadOpt,
     rate: Annotated[
         float, typer.Option("--rate", help=f"Offered requests per second (at most {MAX_RATE:g}).")
     ],
@@ -159,98 +138,46 @@ def run(
             help=f"Offers, 1 to {MAX_REQUESTS} within a day; all count in the denominator.",
         ),
     ],
-    ttft: Annotated[str, typer.Option("--ttft", help="TTFT bound, seconds.")],
-    tpot: Annotated[str, typer.Option("--tpot", help="TPOT bound, seconds.")],
-    attainment: Annotated[str, typer.Option("--attainment", help="Required good fraction.")],
+    ttft: TtftOpt,
+    tpot: TpotOpt,
+    attainment: AttainmentOpt,
     out: Annotated[Path, typer.Option("--out", help="New private folder for the run's records.")],
-    max_in_flight: Annotated[
-        int,
-        typer.Option(
-            "--max-in-flight",
-            help=f"Offers due while this many are in flight are misses (1 to {MAX_IN_FLIGHT}).",
-        ),
-    ] = DEFAULT_MAX_IN_FLIGHT,
-    max_lag: Annotated[
-        float,
-        typer.Option("--max-lag", help="Seconds after its due time an offer may still be sent."),
-    ] = 0.050,
-    request_timeout: Annotated[
-        float,
-        typer.Option("--request-timeout", help="Seconds before a request counts as a timeout."),
-    ] = 300.0,
-    drain_timeout: Annotated[
-        float, typer.Option("--drain-timeout", help="Seconds to wait for the fleet to drain.")
-    ] = 600.0,
-    keepalive_expiry: Annotated[
-        float,
-        typer.Option(
-            "--keepalive-expiry",
-            metavar="SECONDS",
-            help="An idle kept-alive connection older than this is never reused: keep it below "
-            "the server's own idle timeout (vLLM closes idle connections after 5 s). A request "
-            "written on a reused connection that the server closes before answering is sent "
-            "once more on a new connection, within --max-lag, and its record says so.",
-        ),
-    ] = DEFAULT_KEEPALIVE_EXPIRY_S,
-    drain_preset: Annotated[
-        DrainPreset | None,
-        typer.Option(
-            "--drain-preset",
-            help=f"The drain gauges of what stands at --base (default {DEFAULT_PRESET}): "
-            f"{_PRESET_HELP}.",
-        ),
-    ] = None,
-    drain_gauge: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--drain-gauge", help="Gauge that must read 0 (repeat; instead of --drain-preset)."
-        ),
-    ] = None,
-    transport: Annotated[
-        Literal["auto", "raw", "httpx"],
-        typer.Option(
-            "--transport",
-            help="What carries the streaming requests: raw (the engine client's own HTTP/1.1 "
-            "transport: a quarter of httpx's CPU per chunk; http:// only) or httpx; auto picks "
-            "raw for http:// and httpx for https://.",
-        ),
-    ] = "auto",
+    max_in_flight: MaxInFlightOpt = MAX_IN_FLIGHT_DEFAULT,
+    max_lag: MaxLagOpt = MAX_LAG_DEFAULT_S,
+    request_timeout: RequestTimeoutOpt = REQUEST_TIMEOUT_DEFAULT_S,
+    drain_timeout: DrainTimeoutOpt = DRAIN_TIMEOUT_DEFAULT_S,
+    keepalive_expiry: KeepaliveExpiryOpt = KEEPALIVE_EXPIRY_DEFAULT_S,
+    drain_preset: DrainPresetOpt = None,
+    drain_gauge: DrainGaugeOpt = None,
+    transport: TransportOpt = "auto",
     api_key_env: ApiKeyEnvOpt = None,
     max_model_len: MaxModelLenOpt = None,
-    launch_record: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--launch-record",
-            help="An engine's launch record (its `vllm serve` command line, showing "
-            "--no-enable-prefix-caching), copied into OUT/launch-records/ and its SHA-256 into "
-            "the manifest (repeat).",
-        ),
-    ] = None,
+    launch_record: LaunchRecordOpt = None,
 ) -> None:
     """Drain, warm up, drain, then offer every request on its absolute schedule."""
     inv: _Invocation = ctx.obj
-    settings = RunSettings(
-        base_url=base,
-        workload_path=workload,
+    settings = run_settings(
+        base=base,
+        workload=workload,
         rate=rate,
         requests=requests,
-        ttft_s=_decimal(parse_seconds, ttft, "--ttft"),
-        tpot_s=_decimal(parse_seconds, tpot, "--tpot"),
-        attainment=_decimal(parse_fraction, attainment, "--attainment"),
+        bounds=(ttft, tpot, attainment),
         out=out,
-        max_in_flight=max_in_flight,
-        max_lag_s=max_lag,
-        request_timeout_s=request_timeout,
-        drain_timeout_s=drain_timeout,
-        keepalive_expiry_s=keepalive_expiry,
-        drain_gauges=tuple(drain_gauge or ()),
-        drain_preset=drain_preset,
-        transport=transport,
+        client=ClientOptions(
+            max_in_flight,
+            max_lag,
+            request_timeout,
+            drain_timeout,
+            keepalive_expiry,
+            drain_preset,
+            drain_gauge,
+            transport,
+            api_key_env,
+            max_model_len,
+            launch_record,
+        ),
         command=inv.argv,
         launcher=inv.launcher,
-        api_key_env=api_key_env,
-        max_model_len=max_model_len,
-        launch_records=tuple(launch_record or ()),
     )
     try:
         summary = run_trial(settings)
@@ -406,9 +333,9 @@ def predict(
                 max_in_flight,
             ),
             target=TrialTarget(
-                _decimal(parse_seconds, ttft, "--ttft"),
-                _decimal(parse_seconds, tpot, "--tpot"),
-                _decimal(parse_fraction, attainment, "--attainment"),
+                decimal_option(parse_seconds, ttft, "--ttft"),
+                decimal_option(parse_seconds, tpot, "--tpot"),
+                decimal_option(parse_fraction, attainment, "--attainment"),
             ),
             rate=rate,
             find_max_rate=find_max_rate,
