@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import deque
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from narwhal_trial._model import FleetModel, TrialTarget
 from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._rates import _beyond
 from narwhal_trial._spread import EngineReplica, engine_spread
-from narwhal_trial._vtime import SimulatedOutcome, TrialShape
+from narwhal_trial._vtime import SimulatedOutcome, TrialShape, _enqueue, _Seq
 
 from ._store_kit import decode_sample, prefill_sample, write_profiles
 from .conftest import Cli
@@ -221,3 +222,12 @@ def test_a_few_replications_may_outgrow_the_domain(over: int, refused: bool) -> 
     assert _beyond(model, [_outcome(5)]) == [
         "e0 reaches 5 decoding sequences, beyond the profiled decode domain (concurrency up to 4)"
     ]
+
+
+def test_a_late_request_does_not_hold_back_the_next() -> None:
+    """With TTFT noise a request can be ready after the one behind it: the queue is in order of
+    readiness, ties in order of arrival."""
+    waiting: deque[_Seq] = deque()
+    for req, ready in enumerate([0.10, 0.35, 0.20, 0.35, 0.05]):
+        _enqueue(waiting, _Seq(req, 512, 16, ready))
+    assert [s.req for s in waiting] == [4, 0, 2, 1, 3]

@@ -177,7 +177,7 @@ def simulate(
                 prefilled[pre.model.iid] += 1
                 seq = _Seq(nxt, shape.input_tokens, 1, at + wait)
             seq.factor = f
-            host.waiting.append(seq)
+            _enqueue(host.waiting, seq)
             nxt += 1
         for dev in devices.values():  # idle devices start a step when work is ready
             if dev.end is None:
@@ -195,6 +195,15 @@ def simulate(
                 tpot[i] = max(0.0, tpot[i] + spread.tpot_noise(replica.draws(k)[1]))
     decoding = {e.model.iid: e.max_decoding for e in state}
     return SimulatedOutcome(ttft, tpot, missed, served, prefilled, decoding)
+
+
+def _enqueue(waiting: deque[_Seq], seq: _Seq) -> None:
+    """Queue ``seq`` behind every request ready no later than it (a request whose off-GPU wait
+    drew a longer noise does not hold back the ones that arrived after it and are ready first)."""
+    k = len(waiting)
+    while k > 0 and waiting[k - 1].ready > seq.ready:
+        k -= 1
+    waiting.insert(k, seq)
 
 
 def _next_ready(dev: _Device) -> float | None:
