@@ -33,18 +33,22 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tools.conformance import _commands as cmd  # noqa: E402 - after the path
+from tools.conformance._edge_check import (  # noqa: E402 - after the path
+    edge_meets_band,
+    measured_edge,
+    meets_range,
+    slo_from_profile,
+)
 from tools.conformance._model import build_model  # noqa: E402 - after the path
 from tools.conformance._server import MAX_MODEL_LEN, SERVED_MODEL, running  # noqa: E402
 from tools.conformance._venv import default_venv, ensure_venv  # noqa: E402 - after the path
 
-from narwhal_fit import tpot_batch_context_s, ttft_quadratic_s  # noqa: E402 - after the path
 from narwhal_sim.testing import free_port  # noqa: E402 - after the path
 from narwhal_trial import (  # noqa: E402 - after the path
     PredictRequest,
     TrialShape,
     TrialTarget,
     predict,
-    wilson_interval,
 )
 
 INPUT, OUTPUT = 512, 32
@@ -68,12 +72,7 @@ def say(text: str) -> None:
 def slo(store: Path, ttft_factor: float, tpot_factor: float) -> tuple[Decimal, Decimal]:
     """The SLO from the profile: factors of the fitted idle TTFT and single-stream TPOT."""
     profile = cmd.read_json(store)["profiles"][0]
-    ttft = ttft_quadratic_s(profile["prefill_fit"]["coefficients"], INPUT)
-    tpot = tpot_batch_context_s(profile["decode_fit"]["coefficients"], 1, INPUT + OUTPUT / 2)
-    return (
-        Decimal(f"{ttft * ttft_factor:.4f}"),
-        Decimal(f"{tpot * tpot_factor:.5f}"),
-    )
+    return slo_from_profile(profile, INPUT, OUTPUT, ttft_factor, tpot_factor)
 
 
 def predicted(
@@ -141,38 +140,25 @@ def compare(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         doc = predicted(work, plan["requests"], target, trial["rate"], args.replications)
         p = doc["prediction"]
         lo, hi = p["attainment_interval"]["low"], p["attainment_interval"]["high"]
-        mlo, mhi = wilson_interval(got["good"], got["requests"])
         rows.append(
             {
                 "rate": trial["rate"],
                 "measured": got["attainment"],
                 "schedule_valid": got["schedule_valid"],
                 "predicted": p["attainment"],
-                "range": [p["attainment_interval"]["low"], p["attainment_interval"]["high"]],
+                "range": [lo, hi],
                 "pass_probability": p["pass_probability"],
                 "error": abs(p["attainment"] - got["attainment"]),
-                "agrees": mlo <= hi and lo <= mhi,
+                "agrees": meets_range(got["good"], got["requests"], lo, hi),
                 "tpot_ms_pred": [p["tpot_s"]["p50"] * 1e3, p["tpot_s"]["p99"] * 1e3],
                 "ttft_ms_pred": [p["ttft_s"]["p50"] * 1e3, p["ttft_s"]["p99"] * 1e3],
                 "tpot_ms_meas": _p50_p99(got["tpot_ms"]),
                 "ttft_ms_meas": _p50_p99(got["ttft_ms"]),
             }
         )
-    need = float(args.attainment)
-    passed = [r["rate"] for r in rows if r["measured"] >= need]
-    missed = [r["rate"] for r in rows if r["measured"] < need]
     errors = [r["error"] for r in rows]
-    bracket = (
-        max((r for r in passed if not missed or r < min(missed)), default=0.0),
-        min(missed, default=float("inf")),
-    )
-    band = search["band"]
-    in_band = (
-        band["pass_90"] is not None
-        and band["pass_10"] is not None
-        and bracket[0] <= band["pass_10"]
-        and band["pass_90"] <= bracket[1]
-    )
+    bracket = measured_edge([(r["rate"], r["measured"]) for r in rows], float(args.attainment))
+    in_band = edge_meets_band(bracket, search["band"])
     return {
         "ttft_s": plan["ttft_s"],
         "tpot_s": plan["tpot_s"],

@@ -16,6 +16,7 @@ What it records in results.json (docs/conformance.md):
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -67,9 +68,7 @@ class RateCheck:
     @property
     def agrees(self) -> bool:
         """The measured interval meets the predicted range."""
-        lo, hi = self.predicted_range
-        mlo, mhi = self.measured_interval
-        return mlo <= hi and lo <= mhi
+        return meets_range(self.good, self.requests, *self.predicted_range)
 
     def figures(self) -> dict[str, Any]:
         """For results.json."""
@@ -102,18 +101,12 @@ class EdgeCheck:
         return float(ATTAINMENT)
 
     def measured_edge(self) -> tuple[float, float]:
-        """(highest passing rate below the lowest missing one, lowest missing rate); 0 and
-        infinity where there is none."""
-        missed = [r.rate for r in self.rates if r.measured < self.attainment]
-        lowest_miss = min(missed, default=float("inf"))
-        passed = [r.rate for r in self.rates if r.measured >= self.attainment]
-        return max((r for r in passed if r < lowest_miss), default=0.0), lowest_miss
+        """The measured edge of these trials (``measured_edge``)."""
+        return measured_edge([(r.rate, r.measured) for r in self.rates], self.attainment)
 
     def edge_agrees(self) -> bool:
         """The measured edge meets the predicted band [pass_90, pass_10]."""
-        lo, hi = self.measured_edge()
-        b90, b10 = self.band["pass_90"], self.band["pass_10"]
-        return b90 is not None and b10 is not None and lo <= b10 and b90 <= hi
+        return edge_meets_band(self.measured_edge(), self.band)
 
     def figures(self) -> dict[str, Any]:
         """For results.json."""
@@ -130,13 +123,44 @@ class EdgeCheck:
         }
 
 
-def slo(suite: Suite) -> tuple[Decimal, Decimal]:
-    """The SLO from the variant's profile and its workload's shape."""
-    profile = suite.profile_doc()
-    n_in, n_out = suite.shape.trial_input, suite.shape.trial_output
+def meets_range(good: int, requests: int, low: float, high: float) -> bool:
+    """The Wilson 95 % interval of ``good / requests`` meets the predicted range [low, high]."""
+    mlo, mhi = wilson_interval(good, requests)
+    return mlo <= high and low <= mhi
+
+
+def measured_edge(points: Iterable[tuple[float, float]], target: float) -> tuple[float, float]:
+    """From (rate, measured attainment) pairs: the highest passing rate below the lowest missing
+    one, and that lowest missing rate; 0 and infinity where there is none."""
+    pairs = list(points)
+    lowest_miss = min((r for r, a in pairs if a < target), default=float("inf"))
+    passed = (r for r, a in pairs if a >= target and r < lowest_miss)
+    return max(passed, default=0.0), lowest_miss
+
+
+def edge_meets_band(edge: tuple[float, float], band: Mapping[str, Any]) -> bool:
+    """The measured edge meets the predicted band [pass_90, pass_10]."""
+    b90, b10 = band["pass_90"], band["pass_10"]
+    return b90 is not None and b10 is not None and edge[0] <= b10 and b90 <= edge[1]
+
+
+def slo_from_profile(
+    profile: Mapping[str, Any],
+    n_in: int,
+    n_out: int,
+    ttft_factor: float = TTFT_FACTOR,
+    tpot_factor: float = TPOT_FACTOR,
+) -> tuple[Decimal, Decimal]:
+    """The SLO from a stored profile: ``ttft_factor`` times its fitted idle TTFT at ``n_in``
+    tokens, ``tpot_factor`` times its fitted single-stream TPOT."""
     ttft = ttft_quadratic_s(profile["prefill_fit"]["coefficients"], n_in)
     tpot = tpot_batch_context_s(profile["decode_fit"]["coefficients"], 1, n_in + n_out / 2)
-    return Decimal(f"{ttft * TTFT_FACTOR:.4f}"), Decimal(f"{tpot * TPOT_FACTOR:.5f}")
+    return Decimal(f"{ttft * ttft_factor:.4f}"), Decimal(f"{tpot * tpot_factor:.5f}")
+
+
+def slo(suite: Suite) -> tuple[Decimal, Decimal]:
+    """The SLO from the variant's profile and its workload's shape."""
+    return slo_from_profile(suite.profile_doc(), suite.shape.trial_input, suite.shape.trial_output)
 
 
 def _limits(suite: Suite) -> Path:

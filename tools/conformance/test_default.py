@@ -149,7 +149,6 @@ def test_predictions_and_trials_across_the_edge(edge_check: EdgeCheck) -> None:
     one (or the reverse) moves the measured edge out of any band the profile can justify."""
     rates = edge_check.rates
     figures = edge_check.figures()
-    assert [round(r.rate / rates[0].rate * 0.5, 2) for r in rates] == [0.5, 0.9, 1.0, 1.1, 1.4]
     assert all(r.schedule_valid for r in rates), figures
     probabilities = [r.predicted["pass_probability"] for r in rates]
     assert probabilities == sorted(probabilities, reverse=True), figures

@@ -9,7 +9,7 @@ from typing import Any
 
 from narwhal_report import _svg
 from narwhal_report._html import Markup, Section, badge, esc, facts, figure, join, slug, table, tag
-from narwhal_report._sweep_section import Curve, draw_curves
+from narwhal_report._sweep_section import Curve, draw_curves, draw_measured, finish_attainment_axes
 from narwhal_trial import EdgeRun, EdgeSearch
 
 _VERDICT_COLOUR = {
@@ -112,27 +112,10 @@ def edge_figure(edge: EdgeRun, curves: list[Curve]) -> str:
     draw_curves(ax, curves)
     _band_and_bracket(ax, doc, target)
     for trial, run in zip(doc.trials, edge.runs, strict=True):
-        s = run.summary
-        ax.errorbar(
-            [trial.rate],
-            [s.attainment],
-            yerr=[
-                [s.attainment - s.attainment_interval.low],
-                [s.attainment_interval.high - s.attainment],
-            ],
-            fmt="o",
-            capsize=4,
-            color=_VERDICT_COLOUR[trial.verdict],
-            zorder=4,
-        )
+        draw_measured(ax, trial.rate, run.summary, _VERDICT_COLOUR[trial.verdict])
     for verdict in sorted({t.verdict for t in doc.trials}):
         ax.plot([], [], "o", color=_VERDICT_COLOUR[verdict], label=f"trial, {verdict}")
-    ax.axhline(target, color=_svg.INK, linestyle="--", label=f"target {target:g}")
-    ax.set_xlabel("offered rate (request/s)")
-    ax.set_ylabel("attainment")
-    ax.set_ylim(0, 1.04)
-    ax.set_xlim(left=0)
-    ax.legend(loc="lower left", fontsize=7)
+    finish_attainment_axes(ax, target)
     return _svg.to_svg(fig, "measured edge against the predicted band")
 
 

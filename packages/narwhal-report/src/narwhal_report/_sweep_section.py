@@ -14,6 +14,7 @@ from narwhal_report._html import Markup, Section, badge, esc, figure, join, slug
 from narwhal_trial import (
     OutsideDomainError,
     PredictRequest,
+    Summary,
     TrialError,
     TrialRun,
     TrialShape,
@@ -159,34 +160,43 @@ def sweep_section(
     return Section(slug("sweep", index), f"Attainment against rate ({m.model})", body)
 
 
-def sweep_figure(runs: list[TrialRun], curves: list[Curve]) -> str:
-    """Measured points with intervals, the target line and the predicted curves."""
-    fig, axes = _svg.new_figure(1, 1, size=(9.0, 3.4))
-    ax = axes[0][0]
-    target = float(Decimal(runs[0].manifest.attainment))
-    draw_curves(ax, curves)
-    for run in runs:
-        s = run.summary
-        ax.errorbar(
-            [run.manifest.rate],
-            [s.attainment],
-            yerr=[
-                [s.attainment - s.attainment_interval.low],
-                [s.attainment_interval.high - s.attainment],
-            ],
-            fmt="o",
-            capsize=4,
-            color=_svg.GOOD if s.passed else _svg.ERROR,
-            zorder=4,
-        )
-    ax.plot([], [], "o", color=_svg.GOOD, label="measured, pass")
-    ax.plot([], [], "o", color=_svg.ERROR, label="measured, miss")
+def draw_measured(ax: Any, rate: float, summary: Summary, colour: str) -> None:
+    """One trial's attainment at its rate, with its 95 % interval."""
+    ax.errorbar(
+        [rate],
+        [summary.attainment],
+        yerr=[
+            [summary.attainment - summary.attainment_interval.low],
+            [summary.attainment_interval.high - summary.attainment],
+        ],
+        fmt="o",
+        capsize=4,
+        color=colour,
+        zorder=4,
+    )
+
+
+def finish_attainment_axes(ax: Any, target: float) -> None:
+    """The target line, the axes' labels and limits, the legend."""
     ax.axhline(target, color=_svg.INK, linestyle="--", label=f"target {target:g}")
     ax.set_xlabel("offered rate (request/s)")
     ax.set_ylabel("attainment")
     ax.set_ylim(0, 1.04)
     ax.set_xlim(left=0)
     ax.legend(loc="lower left", fontsize=7)
+
+
+def sweep_figure(runs: list[TrialRun], curves: list[Curve]) -> str:
+    """Measured points with intervals, the target line and the predicted curves."""
+    fig, axes = _svg.new_figure(1, 1, size=(9.0, 3.4))
+    ax = axes[0][0]
+    draw_curves(ax, curves)
+    for run in runs:
+        colour = _svg.GOOD if run.summary.passed else _svg.ERROR
+        draw_measured(ax, run.manifest.rate, run.summary, colour)
+    ax.plot([], [], "o", color=_svg.GOOD, label="measured, pass")
+    ax.plot([], [], "o", color=_svg.ERROR, label="measured, miss")
+    finish_attainment_axes(ax, float(Decimal(runs[0].manifest.attainment)))
     return _svg.to_svg(fig, "attainment against rate")
 
 

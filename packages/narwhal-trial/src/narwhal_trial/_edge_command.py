@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
 from narwhal_trial._launch import read_launch_records, refuse_caching_on
 from narwhal_trial._model import TrialTarget
-from narwhal_trial._predict import DEFAULT_REPLICATIONS, PredictRequest, predict
+from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._records import Summary
 from narwhal_trial._run import run_trial
@@ -64,8 +65,8 @@ def predicted_band(settings: EdgeSettings, loaded: LoadedWorkload) -> PredictedB
         target,
         None,
         True,
-        replications=DEFAULT_REPLICATIONS if p.replications is None else p.replications,
-        seed=0 if p.seed is None else p.seed,
+        replications=p.replications,
+        seed=p.seed,
     )
     doc = predict(req)
     if doc.search is None:  # find_max_rate was asked, so the predictor always searches
@@ -194,18 +195,7 @@ def _document(
 
 def _trial(index: int, rate: float, repeat: int, o: TrialOutcome) -> EdgeTrial:
     return EdgeTrial(
-        index=index,
-        rate=rate,
-        run=trial_folder(index, rate),
-        repeat=repeat,
-        verdict=o.verdict,
-        good=o.good,
-        required_good=o.required_good,
-        requests=o.requests,
-        attainment=o.attainment,
-        client_schedule_valid=o.client_schedule_valid,
-        exit_code=o.exit_code,
-        error=o.error,
+        index=index, rate=rate, run=trial_folder(index, rate), repeat=repeat, **asdict(o)
     )
 
 

@@ -7,13 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from narwhal_store import ClosedModel
 from narwhal_trial._edge import Stop, Verdict
 from narwhal_trial._errors import ReadError
-from narwhal_trial._files import read_regular
-from narwhal_trial._runfolder import TrialRun, read_run
+from narwhal_trial._runfolder import TrialRun, read_document, read_run
 
 EDGE_FORMAT: Final = "narwhal.trial.edge"
 EDGE_FILE = "edge.json"
@@ -130,16 +129,7 @@ def read_edge(path: Path) -> EdgeRun:
     """Read an edge folder; ``ReadError`` names ``edge.json`` (and the field) or the trial run
     folder that is missing or invalid. A trial's run must be at the rate the document says."""
     file = path / EDGE_FILE
-    try:
-        data = read_regular(file)
-    except OSError as exc:
-        raise ReadError(f"cannot read {file}: {exc.strerror or exc}") from exc
-    try:
-        doc = EdgeSearch.model_validate_json(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(document)"
-        raise ReadError(f"{file}: {where}: {first['msg']}") from exc
+    doc = read_document(file, EdgeSearch)
     runs = []
     for trial in doc.trials:
         folder = path / trial.run

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from narwhal_trial._errors import TrialUsageError
+from narwhal_trial._predict import DEFAULT_REPLICATIONS
 from narwhal_trial._settings import MAX_RATE, MAX_SCHEDULE_S, RunSettings
 from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 
@@ -27,10 +28,8 @@ class PredictOptions:
     limits: Path | None = None
     kv_transfer_s_per_token: float = 0.0
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
-    replications: int | None = None
-    """None: the predictor's default"""
-    seed: int | None = None
-    """None: the predictor's default"""
+    replications: int = DEFAULT_REPLICATIONS
+    seed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +83,7 @@ class EdgeSettings:
                     p.max_num_batched_tokens >= 1,
                     f"--max-num-batched-tokens must be at least 1, got {p.max_num_batched_tokens}",
                 ),
-                (
-                    p.replications is None or p.replications >= 1,
-                    f"--replications must be at least 1, got {p.replications}",
-                ),
-                (p.seed is None or p.seed >= 0, f"--seed must be at least 0, got {p.seed}"),
+                (p.seed >= 0, f"--seed must be at least 0, got {p.seed}"),
             ]
         for ok, message in checks:
             if not ok:
@@ -146,6 +141,6 @@ def predict_options(
         DEFAULT_MAX_NUM_BATCHED_TOKENS
         if max_num_batched_tokens is None
         else max_num_batched_tokens,
-        replications,
-        seed,
+        DEFAULT_REPLICATIONS if replications is None else replications,
+        0 if seed is None else seed,
     )

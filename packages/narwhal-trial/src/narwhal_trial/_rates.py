@@ -4,7 +4,6 @@ replicated with the profiles' spread (Monte Carlo, docs/design.md §11)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Literal
 
 from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget
@@ -157,17 +156,15 @@ class _Judge:
         replications: int,
         seed: int,
     ) -> None:
-        self._run: Callable[[float], list[SimulatedOutcome]] = lambda rate: outcomes(
-            model, shape, rate, replications, seed
-        )
-        self._model, self._target = model, target
+        self._model, self._shape, self._target = model, shape, target
+        self._replications, self._seed = replications, seed
         self._need = required_good(target.attainment, shape.requests)
         self.seen: dict[float, float | None] = {}
         self.tried: list[tuple[float, str]] = []
 
     def __call__(self, rate: float) -> float | None:
         if rate not in self.seen:
-            runs = self._run(rate)
+            runs = outcomes(self._model, self._shape, rate, self._replications, self._seed)
             p: float | None = None
             if not _beyond(self._model, runs):
                 p = sum(1 for o in runs if _good(o, self._target) >= self._need) / len(runs)

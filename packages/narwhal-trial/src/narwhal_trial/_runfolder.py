@@ -36,7 +36,8 @@ def is_run_folder(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and (path / MANIFEST_FILE).is_file()
 
 
-def _document(path: Path, model: type[M]) -> M:
+def read_document(path: Path, model: type[M]) -> M:
+    """A JSON document of ``model``; ``ReadError`` names the file (and the first bad field)."""
     try:
         data = read_regular(path)
     except OSError as exc:
@@ -56,8 +57,8 @@ def read_run(path: Path) -> TrialRun:
     """
     if not path.is_dir():
         raise ReadError(f"{path} is not a run folder")
-    manifest = _document(path / MANIFEST_FILE, Manifest)
-    summary = _document(path / SUMMARY_FILE, Summary)
+    manifest = read_document(path / MANIFEST_FILE, Manifest)
+    summary = read_document(path / SUMMARY_FILE, Summary)
     records = read_requests(path / REQUESTS_FILE)
     if summary.run_id != manifest.run_id:
         raise ReadError(

@@ -33,7 +33,7 @@ import bisect
 import math
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -84,10 +84,10 @@ class EngineSpread:
     speed: tuple[float, ...] = ()
 
 
-def _centred(groups: dict[object, list[float]]) -> list[float]:
+def _centred(groups: Iterable[list[float]]) -> list[float]:
     """Every value less its group's median (the levels are medians: noise adds the tails)."""
     out: list[float] = []
-    for values in groups.values():
+    for values in groups:
         middle = statistics.median(values)
         out += [v - middle for v in values]
     return out
@@ -103,7 +103,7 @@ def _cohort_noise(sample: DecodeSample, w: int) -> list[float]:
     values: list[float] = []
     for s in streams:
         values += _stream_windows(list(s.token_ns), window, w)
-    return _centred({0: [v / 1e9 for v in values]}) if values else []
+    return _centred([[v / 1e9 for v in values]]) if values else []
 
 
 def _stream_windows(times: list[int], window: DecodeWindow | None, w: int) -> list[float]:
@@ -121,7 +121,7 @@ def _stream_windows(times: list[int], window: DecodeWindow | None, w: int) -> li
     return [(times[i + w] - times[i]) / w for i in range(0, len(times) - w, stride)]
 
 
-def _relative(groups: list[list[float]]) -> list[float]:
+def _relative(groups: Iterable[list[float]]) -> list[float]:
     """Every value over its group's median: how fast the engine was at that moment of the sweep
     against its own usual speed at that point."""
     out: list[float] = []
@@ -168,7 +168,7 @@ def engine_spread(profile: Profile, samples: ProfileSamples, output_tokens: int)
         for (n, _), found in sorted(points.items()):
             ctx = math.fsum(x for x, _ in found) / len(found)
             decode.append(DecodePool(n, ctx, tuple(level for _, level in found)))
-    ttft_noise = _centred(ttft_groups)
+    ttft_noise = _centred(ttft_groups.values())
     speed = _relative([list(p.factors) for p in prefill] + [list(p.levels) for p in decode])
     repeats = sum(len(p.factors) for p in prefill)
     cohorts = sum(len(p.levels) for p in decode)
@@ -205,18 +205,19 @@ class EngineReplica:
     context."""
 
     def __init__(self, spread: EngineSpread, rng: random.Random) -> None:
-        self._lengths = [math.log(p.length) for p in spread.prefill]
-        self._prefill = [_median_of_resample(rng, p.factors) for p in spread.prefill]
-        self._decode = [
-            (p.concurrency, math.log(p.ctx), _median_of_resample(rng, p.levels))
-            for p in spread.decode
-        ]
+        # draws in this order: point levels, noise pools, then the engine's speed at one moment
+        # of its sweep (the whole engine as fast or as slow as it was then)
+        prefill = [_median_of_resample(rng, p.factors) for p in spread.prefill]
+        decode = [_median_of_resample(rng, p.levels) for p in spread.decode]
         self._ttft_noise = sorted(_resample(rng, spread.ttft_noise_s))
         self._tpot_noise = sorted(_resample(rng, spread.tpot_noise_s))
-        # the whole engine as fast or as slow as it was at one moment of its own sweep
         self.speed = spread.speed[rng.randrange(len(spread.speed))] if spread.speed else 1.0
-        self._prefill = [level * self.speed for level in self._prefill]
-        self._decode = [(n, ctx, level * self.speed) for n, ctx, level in self._decode]
+        self._lengths = [math.log(p.length) for p in spread.prefill]
+        self._prefill = [level * self.speed for level in prefill]
+        self._decode = [
+            (p.concurrency, math.log(p.ctx), level * self.speed)
+            for p, level in zip(spread.decode, decode, strict=True)
+        ]
         self._levels: dict[tuple[int, int], float] = {}
 
     def prefill_level(self, length: int) -> float:
