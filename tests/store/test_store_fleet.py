@@ -211,7 +211,9 @@ def test_limits_valid_and_unknown_iid(tmp_path: Path, fleet: LoadedFleet) -> Non
         ({"solo": {"max_num_seqs": 0}}, "engines.solo.max_num_seqs"),
         ({"solo": {"max_num_seqs": 2.0}}, "engines.solo.max_num_seqs"),
         ({"solo": {"max_num_seqs": 2, "x": 1}}, "engines.solo.x"),
-        ({"solo": {}}, "engines.solo.max_num_seqs"),
+        ({"solo": {}}, "engines.solo"),
+        ({"solo": {"max_num_batched_tokens": 0}}, "engines.solo.max_num_batched_tokens"),
+        ({"solo": {"enable_chunked_prefill": "yes"}}, "engines.solo.enable_chunked_prefill"),
         ({"-bad": {"max_num_seqs": 1}}, 'engines["-bad"]'),
     ],
 )

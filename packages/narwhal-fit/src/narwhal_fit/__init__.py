@@ -28,6 +28,12 @@ from narwhal_fit._errors import (
     NeedsMoreTokensError,
 )
 from narwhal_fit._gate import DEFAULT_MEAN_LIMIT, DEFAULT_WORST_LIMIT, GateVerdict, gate_prefill
+from narwhal_fit._mixing import (
+    MIXING_COEFFICIENTS,
+    MIXING_FORM,
+    mixing_loss_s,
+    prefill_chunks,
+)
 from narwhal_fit._prefill import (
     PREFILL_COEFFICIENTS,
     PREFILL_FORM,
@@ -55,6 +61,8 @@ __all__ = [
     "DEFAULT_MEAN_LIMIT",
     "DEFAULT_WORST_LIMIT",
     "FORMS",
+    "MIXING_COEFFICIENTS",
+    "MIXING_FORM",
     "PREFILL_COEFFICIENTS",
     "PREFILL_FORM",
     "WEIGHTS",
@@ -79,6 +87,8 @@ __all__ = [
     "gate_prefill",
     "load_fit",
     "median_by_length",
+    "mixing_loss_s",
+    "prefill_chunks",
     "tpot_batch_context_s",
     "ttft_quadratic_s",
 ]

@@ -43,6 +43,7 @@ from narwhal_store._profiles import (
     DecodeFitDoc,
     EngineFacts,
     FitDoc,
+    MixingFitDoc,
     PrefillFitDoc,
     Profile,
     ProfileKey,
@@ -62,6 +63,8 @@ from narwhal_store._samples import (
     DecodeSample,
     DecodeStream,
     Evidence,
+    InjectedPrefill,
+    MixingSample,
     NeighbourRecord,
     PrefillSample,
     ProfileSamples,
@@ -70,6 +73,7 @@ from narwhal_store._samples import (
     Source,
     SweepSettings,
 )
+from narwhal_store._scheduler import BoolSetting, IntSetting, SchedulerSettings, SettingSource
 from narwhal_store._schemas import SchemaSet, json_schemas, write_schemas
 from narwhal_store._write import WrittenStore, check_destination, finish_pending, write_store
 
@@ -82,6 +86,7 @@ __all__ = [
     "PREFILL_FORM",
     "AppliedLimits",
     "Binding",
+    "BoolSetting",
     "ClosedModel",
     "Colocation",
     "DecodeFitDoc",
@@ -98,11 +103,15 @@ __all__ = [
     "FleetConfig",
     "FormatError",
     "Generator",
+    "InjectedPrefill",
+    "IntSetting",
     "IntegrityError",
     "LimitsFile",
     "LoadedFleet",
     "LoadedStore",
     "MergeError",
+    "MixingFitDoc",
+    "MixingSample",
     "NeighbourRecord",
     "PathAccessError",
     "PrefillFitDoc",
@@ -115,7 +124,9 @@ __all__ = [
     "Remeasured",
     "SamplesRef",
     "SamplesSidecar",
+    "SchedulerSettings",
     "SchemaSet",
+    "SettingSource",
     "SharedDevice",
     "Source",
     "StoreError",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Literal
 
 from narwhal_store._fields import PENDING_SHA256, Generator, Mode
 from narwhal_store._profiles import Profile, ProfileStore, SamplesRef
@@ -31,11 +32,16 @@ def new_documents(
     Both documents share ``mode``, ``fleet_sha256`` and ``created_at`` (default: now, UTC, to the
     second). The digests are ``PENDING_SHA256`` placeholders that :func:`write_store` fills in
     (it also records the sidecar's real name; ``samples_name`` is what stands until then).
+    Both are ``format_version`` 1 unless a profile holds mixing points or a mixing fit (2).
     """
     when = created_at or datetime.now(UTC).isoformat(timespec="seconds")
+    # the lowest version that holds the content: 2 only with mixing points (docs/design.md §7)
+    version: Literal[1, 2] = (
+        2 if any(s.mixing_samples for s in samples) or any(p.mixing_fit for p in profiles) else 1
+    )
     store = ProfileStore(
         format="narwhal.profiles",
-        format_version=1,
+        format_version=version,
         generator=generator,
         created_at=when,
         mode=mode,
@@ -45,7 +51,7 @@ def new_documents(
     )
     sidecar = SamplesSidecar(
         format="narwhal.samples",
-        format_version=1,
+        format_version=version,
         generator=generator,
         created_at=when,
         mode=mode,

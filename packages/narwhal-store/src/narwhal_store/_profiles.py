@@ -11,6 +11,8 @@ from pydantic import ConfigDict, Field, StringConstraints, model_validator
 from narwhal_fit import (
     DECODE_COEFFICIENTS,
     DECODE_FORM,
+    MIXING_COEFFICIENTS,
+    MIXING_FORM,
     PREFILL_COEFFICIENTS,
     PREFILL_FORM,
     tpot_batch_context_s,
@@ -28,6 +30,7 @@ from narwhal_store._fields import (
     StrictModel,
     Timestamp,
 )
+from narwhal_store._scheduler import SchedulerSettings
 
 __all__ = [
     "DECODE_FORM",
@@ -37,6 +40,7 @@ __all__ = [
     "DecodeFitDoc",
     "EngineFacts",
     "FitDoc",
+    "MixingFitDoc",
     "PrefillFitDoc",
     "Profile",
     "ProfileKey",
@@ -45,7 +49,11 @@ __all__ = [
     "check_unique_keys",
 ]
 
-_FORM_COEFFICIENTS = {PREFILL_FORM: PREFILL_COEFFICIENTS, DECODE_FORM: DECODE_COEFFICIENTS}
+_FORM_COEFFICIENTS = {
+    PREFILL_FORM: PREFILL_COEFFICIENTS,
+    DECODE_FORM: DECODE_COEFFICIENTS,
+    MIXING_FORM: MIXING_COEFFICIENTS,
+}
 _SUMMARY_NUMBERS = ("mean_rel_error", "worst_rel_error")
 
 
@@ -179,6 +187,11 @@ class DecodeFitDoc(FitDoc):
         return tpot_batch_context_s(self.coefficients, concurrency, ctx)
 
 
+class MixingFitDoc(FitDoc):
+    """The mixing fit (``mixing-share-step-v1``, from the opt-in mixing points): the decode time
+    one prefill costs the running streams, ``share·(b·L + c·L²) + step_s·chunks``."""
+
+
 class Colocation(StrictModel):
     """Neighbour traffic applied while the profile was measured (``--colocated``)."""
 
@@ -200,6 +213,10 @@ class Profile(StrictModel):
     decode_fit: DecodeFitDoc | None
     colocation: Colocation | None
     samples_sha256: Sha256
+    scheduler: SchedulerSettings | None = None
+    """The engine's scheduler settings and their sources (None: written before they were kept)."""
+    mixing_fit: MixingFitDoc | None = None
+    """How the engine mixes prefill and decode, when the sweep measured it (``--mixing``)."""
 
 
 class SamplesRef(StrictModel):
@@ -210,10 +227,11 @@ class SamplesRef(StrictModel):
 
 
 class ProfileStore(StrictModel):
-    """``{"format": "narwhal.profiles", "format_version": 1, ...}``: one profile per key."""
+    """``{"format": "narwhal.profiles", "format_version": 1 | 2, ...}``: one profile per key.
+    Version 2 is the first that may hold a ``mixing_fit``; a store without one is written as 1."""
 
     format: Literal["narwhal.profiles"]
-    format_version: Literal[1]
+    format_version: Literal[1, 2]
     generator: Generator
     created_at: Timestamp
     mode: Mode
@@ -224,6 +242,12 @@ class ProfileStore(StrictModel):
     @model_validator(mode="after")
     def _unique_keys(self) -> Self:
         check_unique_keys([p.key for p in self.profiles])
+        if self.format_version == 1:
+            for index, profile in enumerate(self.profiles):
+                if profile.mixing_fit is not None:
+                    raise LocatedValueError(
+                        f"profiles.{index}.mixing_fit", "a mixing fit needs format_version 2"
+                    )
         return self
 
     def find(self, engine: str) -> list[Profile]:

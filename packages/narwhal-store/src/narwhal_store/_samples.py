@@ -27,6 +27,8 @@ __all__ = [
     "DecodeSample",
     "DecodeStream",
     "Evidence",
+    "InjectedPrefill",
+    "MixingSample",
     "NeighbourRecord",
     "PrefillSample",
     "ProfileSamples",
@@ -151,6 +153,40 @@ class DecodeSample(StrictModel):
     )
 
 
+class InjectedPrefill(StrictModel):
+    """One prefill sent into a mixing point's decode streams (``max_tokens`` 1)."""
+
+    request_id: str
+    send_ns: int
+    first_ns: int | None
+    """Arrival of its token (None when it failed: the point is then invalid)."""
+
+
+class MixingSample(StrictModel):
+    """One mixing point (``--mixing``): ``concurrency`` streams of ``input_len`` prompt tokens
+    decoding while ``len(prefills)`` prompts of ``prefill_len`` tokens arrive ``interval_s`` apart.
+
+    ``loss_s`` is the decode time the streams lost per prefill: over the stretch of each stream
+    that holds every prefill, the time taken minus its intervals at the stream's own quiet
+    interval (measured outside that stretch), averaged over the streams and divided by the number
+    of prefills; ``work_s`` the prefill fit's on-device time ``b·L + c·L²`` of one prefill and
+    ``chunks`` the steps it spans under the engine's budget.
+    """
+
+    input_len: PosInt
+    concurrency: PosInt
+    prefill_len: PosInt
+    interval_s: PosFloat
+    repeat: NonNegInt
+    valid: bool
+    reason: str | None = None
+    streams: list[DecodeStream]
+    prefills: list[InjectedPrefill]
+    loss_s: float | None = None
+    work_s: NonNegFloat | None = None
+    chunks: PosInt | None = None
+
+
 class NeighbourRecord(StrictModel):
     """What one shared-GPU neighbour did during the target's interval."""
 
@@ -173,6 +209,8 @@ class ProfileSamples(StrictModel):
     decode_samples: list[DecodeSample]
     neighbours: list[NeighbourRecord]
     decode_fit: DecodeFitDoc | None
+    mixing_samples: list[MixingSample] = Field(default_factory=list)
+    """The mixing points (``--mixing``; format_version 2 only)."""
 
 
 class Source(StrictModel):
@@ -184,10 +222,11 @@ class Source(StrictModel):
 
 
 class SamplesSidecar(StrictModel):
-    """``{"format": "narwhal.samples", "format_version": 1, ...}``: one entry per profile key."""
+    """``{"format": "narwhal.samples", "format_version": 1 | 2, ...}``: one entry per profile key.
+    Version 2 is the first that may hold mixing points; a sidecar without any is written as 1."""
 
     format: Literal["narwhal.samples"]
-    format_version: Literal[1]
+    format_version: Literal[1, 2]
     generator: Generator
     created_at: Timestamp
     mode: Mode
@@ -198,6 +237,12 @@ class SamplesSidecar(StrictModel):
     @model_validator(mode="after")
     def _unique_keys(self) -> Self:
         check_unique_keys([e.key for e in self.profiles])
+        if self.format_version == 1:
+            for index, entry in enumerate(self.profiles):
+                if entry.mixing_samples:
+                    raise LocatedValueError(
+                        f"profiles.{index}.mixing_samples", "mixing points need format_version 2"
+                    )
         return self
 
     def find(self, key: ProfileKey) -> ProfileSamples | None:
