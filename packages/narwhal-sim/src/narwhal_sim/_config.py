@@ -18,6 +18,7 @@ from narwhal_sim._errors import SimConfigError
 from narwhal_sim._faults import Faults
 from narwhal_sim._http import KEEP_ALIVE_S
 from narwhal_sim._presets import Preset, get_preset
+from narwhal_sim._scheduler import SCHEDULER_MODES, SchedulerMode
 from narwhal_store import (
     EngineEntry,
     FleetConfig,
@@ -40,6 +41,7 @@ ENGINE_KEYS = frozenset(
         "max_model_len_policy",
         "max_num_seqs",
         "max_num_batched_tokens",
+        "scheduler",
         "kv_cache_tokens",
         "stream_interval",
         "coalesce_steps",
@@ -107,6 +109,9 @@ class EngineSettings:
     kv_transfer_s_per_token: float = KV_TRANSFER_S_PER_TOKEN
     # vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE: a connection idle this long is closed by the server.
     keep_alive_s: float = KEEP_ALIVE_S
+    # How prefill and decode share steps: "shared" (chunked prefill, one step for both) or
+    # "turns" (prefill steps and decode steps alternate); see narwhal_sim._scheduler.
+    scheduler: SchedulerMode = "shared"
 
     @property
     def url(self) -> str:
@@ -381,6 +386,7 @@ def _resolve_one(
             iid,
         ),
         keep_alive_s=_number("keep_alive_s", table.get("keep_alive_s", KEEP_ALIVE_S), iid),
+        scheduler=_scheduler_mode(table.get("scheduler", "shared"), iid),
     )
 
 
@@ -402,9 +408,19 @@ def _number(key: str, value: Any, iid: str) -> float:
     return float(value)
 
 
-def _coalesce_mode(value: Any, iid: str) -> str:
-    if value not in COALESCE_MODES:
+def _choice(key: str, value: Any, choices: tuple[str, ...], iid: str) -> str:
+    """``value`` of key ``key`` when it is one of ``choices``; else one line naming the key, the
+    engine, the choices and the value."""
+    if not isinstance(value, str) or value not in choices:
         raise SimConfigError(
-            f"sim config engines.{iid}.coalesce_mode: expected merge or burst, got {value!r}"
+            f"sim config engines.{iid}.{key}: expected {' or '.join(choices)}, got {value!r}"
         )
-    return str(value)
+    return value
+
+
+def _coalesce_mode(value: Any, iid: str) -> str:
+    return _choice("coalesce_mode", value, COALESCE_MODES, iid)
+
+
+def _scheduler_mode(value: Any, iid: str) -> SchedulerMode:
+    return "turns" if _choice("scheduler", value, SCHEDULER_MODES, iid) == "turns" else "shared"

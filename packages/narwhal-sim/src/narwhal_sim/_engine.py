@@ -62,6 +62,7 @@ class SimEngine:
             block_size=settings.block_size,
             observer=StepObserver(self._on_first_token, self._on_gap, self._on_finish),
             stalled=settings.faults.stall,
+            mode=settings.scheduler,
         )
         device.attach(self.scheduler)
         self.server = HttpServer(self.handle, keep_alive_s=settings.keep_alive_s)
@@ -105,6 +106,7 @@ class SimEngine:
             "max_model_len": s.max_model_len,
             "max_num_seqs": s.max_num_seqs,
             "max_num_batched_tokens": s.max_num_batched_tokens,
+            "scheduler": s.scheduler,
             "kv_cache_tokens": s.kv_cache_tokens,
             "running": len(sch.running),
             "waiting": len(sch.waiting),

@@ -2,9 +2,24 @@
 
 Each engine keeps a FCFS waiting queue and a running batch. A ``Device`` (one per
 ``shared_device.group``) runs the step loop: every engine on it plans a step (admission under
-``max_num_seqs`` and the KV budget, one decode token per decoding sequence, prefill chunks up to
-``max_num_batched_tokens``), the costs of the engines' plans add up, the device sleeps until the
-step's end on an absolute timeline, and then every plan commits (tokens are emitted).
+``max_num_seqs`` and the KV budget, then its work for the step), the costs of the engines' plans
+add up, the device sleeps until the step's end on an absolute timeline, and then every plan
+commits (tokens are emitted).
+
+How an engine mixes prefill and decode in a step is its ``mode`` (the sim config's ``scheduler``):
+
+- ``shared`` (default, vLLM's chunked prefill): one decode token per decoding sequence plus
+  prefill chunks up to ``max_num_batched_tokens`` (decode tokens use the budget first), costing
+  ``decode_step_s(n, Σctx) + Σ prefill_chunk_s``: one fixed cost ``d0`` for both kinds of work.
+- ``turns``: a step is either a prefill step (chunks only, within the whole budget, costing
+  ``decode_step_s(0, 0) + Σ prefill_chunk_s``, i.e. ``d0`` plus the chunks; no token for the
+  decoding sequences) or a decode step (one token per decoding sequence, costing
+  ``decode_step_s(n, Σctx)``; no chunks). With both kinds of work waiting the steps strictly
+  alternate (a decode step after a prefill step, a prefill step after a decode step); with one
+  kind only, every step is of that kind. So every prefill chunk costs the decoding sequences a
+  whole extra step's fixed cost ``d0`` compared with ``shared`` (the chunk's own cost they pay
+  in both modes). Engines on one device each pick their own step kind; the device still adds
+  their plans' costs.
 """
 
 from __future__ import annotations
@@ -15,13 +30,17 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from narwhal_sim._presets import Preset, decode_step_s, prefill_chunk_s
 
 _RESYNC_S = 0.05  # fall this far behind the timeline and the device restarts it from "now"
 # epoll rounds timeouts up to whole milliseconds, so sleeps end ~0.5 ms late on average: aim early
 _WAKE_BIAS_S = 0.0005
+
+SchedulerMode = Literal["shared", "turns"]
+SCHEDULER_MODES: tuple[SchedulerMode, ...] = ("shared", "turns")
+StepKind = Literal["shared", "prefill", "decode"]
 
 
 class TokenSink(Protocol):
@@ -57,6 +76,7 @@ class StepPlan:
     decode: list[SimRequest]
     chunks: list[tuple[SimRequest, int]]  # (request, chunk tokens)
     cost: float
+    kind: StepKind = "shared"  # turns mode: "prefill" (chunks only) or "decode" (tokens only)
 
 
 @dataclass(slots=True)
@@ -80,9 +100,17 @@ class EngineScheduler:
     observer: StepObserver
     device: Device | None = None
     stalled: bool = False
+    mode: SchedulerMode = "shared"  # how prefill and decode share steps (module docstring)
     waiting: deque[SimRequest] = field(default_factory=deque)
     running: list[SimRequest] = field(default_factory=list)
     kv_reserved: int = 0
+    last_step: StepKind | None = None  # the kind of the last committed step
+
+    def __post_init__(self) -> None:
+        if self.mode not in SCHEDULER_MODES:
+            raise ValueError(
+                f"scheduler mode: expected {' or '.join(SCHEDULER_MODES)}, got {self.mode!r}"
+            )
 
     def _blocks(self, tokens: int) -> int:
         return -(-tokens // self.block_size) * self.block_size
@@ -150,12 +178,29 @@ class EngineScheduler:
             if r.computed >= r.prompt_len:
                 decode.append(r)
                 sum_ctx += r.prompt_len + r.generated
-        budget = self.max_num_batched_tokens - len(decode)
+        if self.mode == "turns":
+            return self._plan_turn(decode, sum_ctx)
+        cost = decode_step_s(self.preset, len(decode), sum_ctx)
+        chunks, cost = self._chunks(self.max_num_batched_tokens - len(decode), cost)
+        return StepPlan(self, decode, chunks, cost)
+
+    def _plan_turn(self, decode: list[SimRequest], sum_ctx: int) -> StepPlan:
+        """Turns mode: a decode step when only decoding is left, or when prefill work waits too
+        and the last step was a prefill step; else a prefill step (d0 plus its chunks)."""
+        prefilling = len(decode) < len(self.running)
+        if decode and (not prefilling or self.last_step == "prefill"):
+            cost = decode_step_s(self.preset, len(decode), sum_ctx)
+            return StepPlan(self, decode, [], cost, "decode")
+        chunks, cost = self._chunks(self.max_num_batched_tokens, decode_step_s(self.preset, 0, 0))
+        return StepPlan(self, [], chunks, cost, "prefill")
+
+    def _chunks(self, budget: int, cost: float) -> tuple[list[tuple[SimRequest, int]], float]:
+        """Prefill chunks of the running sequences, in order, within ``budget`` tokens, and
+        ``cost`` plus theirs."""
         preset = self.preset
-        cost = decode_step_s(preset, len(decode), sum_ctx)
         chunks: list[tuple[SimRequest, int]] = []
         if budget > 0:
-            for r in running:
+            for r in self.running:
                 left = r.prompt_len - r.computed
                 if left <= 0:
                     continue
@@ -165,11 +210,12 @@ class EngineScheduler:
                 budget -= take
                 if budget <= 0:
                     break
-        return StepPlan(self, decode, chunks, cost)
+        return chunks, cost
 
     def commit(self, plan: StepPlan, now: float, scale: float) -> None:
         """Apply a finished step at loop time ``now``: emit tokens, retire finished requests."""
         observer = self.observer
+        self.last_step = plan.kind
         finished: list[SimRequest] = []
         for r in plan.decode:
             if r.done:

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from narwhal_sim._presets import Preset
-from narwhal_sim._scheduler import Device, EngineScheduler, SimRequest, StepObserver
+from narwhal_sim._scheduler import (
+    Device,
+    EngineScheduler,
+    SchedulerMode,
+    SimRequest,
+    StepObserver,
+)
 
 T = TypeVar("T")
 
@@ -99,10 +105,13 @@ class VirtualGpu:
         self.device = Device("virtual", time_scale=time_scale, seed=seed)
         self._count = 0
 
-    def engine(self, preset: Preset, **limits: int) -> EngineScheduler:
+    def engine(
+        self, preset: Preset, *, scheduler: SchedulerMode = "shared", **limits: int
+    ) -> EngineScheduler:
         """A new engine on this device (``max_num_seqs``, ``kv_cache_tokens``, ... from ``preset``
-        unless given); the device's step loop starts with the first engine."""
-        scheduler = EngineScheduler(
+        unless given; ``scheduler`` as the sim config's: ``shared`` or ``turns``); the device's
+        step loop starts with the first engine."""
+        engine = EngineScheduler(
             preset=preset,
             max_num_seqs=limits.pop("max_num_seqs", preset.max_num_seqs),
             max_num_batched_tokens=limits.pop(
@@ -111,14 +120,15 @@ class VirtualGpu:
             kv_cache_tokens=limits.pop("kv_cache_tokens", preset.kv_cache_tokens),
             block_size=limits.pop("block_size", preset.block_size),
             observer=StepObserver(_ignore, _ignore, _ignore),
+            mode=scheduler,
         )
         if limits:
             raise TypeError(f"unknown engine limits: {sorted(limits)}")
         first = not self.device.engines
-        self.device.attach(scheduler)
+        self.device.attach(engine)
         if first:
             self.device.start()
-        return scheduler
+        return engine
 
     def submit(self, engine: EngineScheduler, prompt_len: int, tokens: int) -> TokenStamps:
         """A request arriving now, ready after the preset's API overhead (as over HTTP)."""

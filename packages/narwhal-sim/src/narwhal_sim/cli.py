@@ -68,7 +68,7 @@ def up(
         typer.Option(
             "--sim-config",
             help="narwhal.sim JSON: per-engine API style, "
-            "preset, limits, faults (see the package README).",
+            "preset, limits, scheduler (shared or turns), faults (see the package README).",
         ),
     ] = None,
     router: Annotated[
