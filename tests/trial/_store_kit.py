@@ -40,6 +40,7 @@ def write_profiles(
     concurrency: list[int] | None = None,
     colocated: bool = False,
     samples: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None,
+    profile_extra: dict[str, Any] | None = None,
 ) -> Path:
     """A store (with sidecar) holding one profile per fleet engine over the given domain, whose
     decode fit has the given mean and worst-point relative errors. ``fits`` gives an engine's
@@ -47,7 +48,8 @@ def write_profiles(
     worst-point relative error, ``concurrency`` the decode domain's levels (default 1, 4),
     ``colocated`` marks the profiles as measured with neighbour traffic; ``samples`` replaces every
     engine's sidecar prefill and decode samples (default: one repeat per length exactly on the
-    fit, no cohort)."""
+    fit, no cohort); ``profile_extra`` adds keys to every profile (``scheduler``,
+    ``mixing_fit``)."""
     fleet = load_fleet(fleet_path)
     profiles, entries = [], []
     levels = concurrency or [1, 4]
@@ -98,6 +100,7 @@ def write_profiles(
                 "decode_fit": decode_fit,
                 "colocation": _COLOCATION if colocated else None,
                 "samples_sha256": PENDING_SHA256,
+                **(profile_extra or {}),
             }
         )
         entries.append(

@@ -110,7 +110,9 @@ def edge(
         int | None,
         typer.Option(
             "--max-num-batched-tokens",
-            help=_PREDICT + "the engines' per-step token budget (default 8192).",
+            help=_PREDICT
+            + "every engine's per-step token budget (default: each engine's, from its "
+            "profile, else 8192).",
         ),
     ] = None,
     replications: Annotated[

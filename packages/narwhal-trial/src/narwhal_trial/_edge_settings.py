@@ -11,7 +11,6 @@ from pathlib import Path
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._predict import DEFAULT_REPLICATIONS
 from narwhal_trial._settings import MAX_RATE, MAX_SCHEDULE_S, RunSettings
-from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 
 MAX_TRIALS = 1000
 MAX_REPEATS = 10
@@ -27,7 +26,7 @@ class PredictOptions:
     profiles: Path
     limits: Path | None = None
     kv_transfer_s_per_token: float = 0.0
-    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_batched_tokens: int | None = None  # None: each engine's, from its profile
     replications: int = DEFAULT_REPLICATIONS
     seed: int = 0
 
@@ -80,7 +79,7 @@ class EdgeSettings:
                     f"{p.kv_transfer_s_per_token:g}",
                 ),
                 (
-                    p.max_num_batched_tokens >= 1,
+                    p.max_num_batched_tokens is None or p.max_num_batched_tokens >= 1,
                     f"--max-num-batched-tokens must be at least 1, got {p.max_num_batched_tokens}",
                 ),
                 (p.seed >= 0, f"--seed must be at least 0, got {p.seed}"),
@@ -138,9 +137,7 @@ def predict_options(
         profiles,
         limits,
         0.0 if kv_transfer_s_per_token is None else kv_transfer_s_per_token,
-        DEFAULT_MAX_NUM_BATCHED_TOKENS
-        if max_num_batched_tokens is None
-        else max_num_batched_tokens,
+        max_num_batched_tokens,
         DEFAULT_REPLICATIONS if replications is None else replications,
         0 if seed is None else seed,
     )

@@ -7,6 +7,7 @@ with the shape inside its domain (the checks ``check`` makes).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -22,6 +23,7 @@ from narwhal_store import (
 )
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._profile_domain import accepted_profile, domain_items
+from narwhal_trial._scheduling import Scheduling, scheduling
 from narwhal_trial._spread import EngineSpread, FleetSpread, Replica, engine_spread
 from narwhal_trial._vtime import EngineModel, TrialShape
 
@@ -49,6 +51,7 @@ class FleetModel:
     decode_error: dict[str, float]
     decode_max: dict[str, int | None]
     spread: FleetSpread = field(default_factory=lambda: FleetSpread({}))
+    scheduling: dict[str, Scheduling] = field(default_factory=dict)
     _replicas: dict[int, list[Replica]] = field(default_factory=dict, compare=False, repr=False)
 
     def replicas(self, seed: int, count: int) -> list[Replica]:
@@ -64,17 +67,14 @@ class FleetModel:
             fp = 1 + sign * self.prefill_error[m.iid]
             fd = 1 + sign * self.decode_error[m.iid]
             out.append(
-                EngineModel(
-                    m.iid,
-                    m.role,
-                    m.device,
-                    m.a * fp,
-                    m.b * fp,
-                    m.c * fp,
-                    m.d0 * fd,
-                    m.d1 * fd,
-                    m.d2 * fd,
-                    m.max_num_seqs,
+                dataclasses.replace(
+                    m,
+                    a=m.a * fp,
+                    b=m.b * fp,
+                    c=m.c * fp,
+                    d0=m.d0 * fd,
+                    d1=m.d1 * fd,
+                    d2=m.d2 * fd,
                 )
             )
         return out
@@ -105,6 +105,7 @@ def fleet_model(
     decode_error: dict[str, float] = {}
     decode_max: dict[str, int | None] = {}
     spreads: dict[str, EngineSpread] = {}
+    schedules: dict[str, Scheduling] = {}
     for entry in entries:
         found = accepted_profile(store, fleet, entry.iid)
         if isinstance(found, str):
@@ -125,6 +126,7 @@ def fleet_model(
         c = pf.coefficients
         group = entry.gpu_group
         device = group if group is not None and found.colocation is None else entry.iid
+        sched = scheduling(entry.iid, found, limits, shape.max_num_batched_tokens)
         engines.append(
             EngineModel(
                 entry.iid,
@@ -136,11 +138,14 @@ def fleet_model(
                 d["d0"],
                 d["d1"],
                 d["d2"],
-                limits.engines[entry.iid].max_num_seqs
-                if limits is not None and entry.iid in limits.engines
-                else None,
+                max_num_seqs=sched.max_num_seqs,
+                budget=sched.budget,
+                chunked=sched.chunked,
+                share=sched.share,
+                step_s=sched.step_s,
             )
         )
+        schedules[entry.iid] = sched
         prefill_error[entry.iid] = _worst(pf)
         decode_error[entry.iid] = _worst(df)
         decode_max[entry.iid] = _concurrency_max(found)
@@ -154,4 +159,6 @@ def fleet_model(
         raise OutsideDomainError(
             "the trial lies outside the accepted profile domain: " + "; ".join(problems)
         )
-    return FleetModel(engines, prefill_error, decode_error, decode_max, FleetSpread(spreads))
+    return FleetModel(
+        engines, prefill_error, decode_error, decode_max, FleetSpread(spreads), schedules
+    )

@@ -88,6 +88,27 @@ class RateSearch(AliasedDoc):
     band: EdgeBand
 
 
+class EngineSettings(AliasedDoc):
+    """One engine's scheduler settings and prefill/decode mixing as the prediction used them."""
+
+    max_num_batched_tokens: int
+    max_num_batched_tokens_source: str = Field(
+        description="--max-num-batched-tokens, --limits, profile (from the engine or the limits "
+        "file it was measured with), or default"
+    )
+    chunked_prefill: bool
+    chunked_prefill_source: str
+    max_num_seqs: int | None = Field(description="null: no cap on running sequences")
+    max_num_seqs_source: str
+    mixing: Literal["measured", "assumed"] = Field(
+        description="measured: the profile's mixing fit; assumed: vLLM's chunked prefill (one "
+        "shared step, the prefill chunks' whole cost on the decodes)"
+    )
+    mixing_share: float = Field(description="of the prefill chunks' cost on a mixed step")
+    mixing_step_s: float = Field(description="added to a step holding decodes and chunks")
+    mixing_detail: str = Field(description="which model and why, in words")
+
+
 class Inputs(AliasedDoc):
     """The files and settings the prediction used."""
 
@@ -104,17 +125,22 @@ class Inputs(AliasedDoc):
     tpot_s: str
     attainment: str
     kv_transfer_s_per_token: float
-    max_num_batched_tokens: int
+    max_num_batched_tokens: int | None = Field(
+        description="--max-num-batched-tokens (every engine); null: each engine's own (engines)"
+    )
     replications: int
     seed: int
     spread: dict[str, str] = Field(description="per engine: the sidecar timings behind its spread")
+    engines: dict[str, EngineSettings] = Field(
+        description="per engine: the scheduler settings and the mixing model used, with sources"
+    )
 
 
 class Prediction(AliasedDoc):
     """``narwhal.trial.prediction``: a trial predicted from the profiles, before it runs."""
 
     format: Literal["narwhal.trial.prediction"] = PREDICTION_FORMAT
-    format_version: Literal[2] = 2
+    format_version: Literal[3] = 3
     generator: str = Field(description="narwhal-trial <version>")
     inputs: Inputs
     prediction: RatePrediction | None = Field(description="at --rate; null without it")
@@ -172,6 +198,14 @@ def render_text(doc: Prediction) -> str:
         f"{i.attainment}",
         f"model: {how}",
     ]
+    for iid, e in i.engines.items():
+        seqs = "unbounded" if e.max_num_seqs is None else str(e.max_num_seqs)
+        lines.append(
+            f"  {iid}: budget {e.max_num_batched_tokens} tokens ({e.max_num_batched_tokens_source}"
+            f"), chunked prefill {'on' if e.chunked_prefill else 'off'} "
+            f"({e.chunked_prefill_source}), max_num_seqs {seqs} ({e.max_num_seqs_source})"
+        )
+        lines.append(f"  {iid}: mixing {e.mixing_detail}")
     if doc.prediction is not None:
         lines += rate_lines(doc.prediction)
     if doc.search is not None:

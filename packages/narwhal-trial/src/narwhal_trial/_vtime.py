@@ -9,9 +9,14 @@ Everything runs on a virtual clock from the profiles' fits; nothing is contacted
   ``k`` tokens after ``p`` computed ones, ``b·k + c·((p + k)² - p²)``. So an idle engine's TTFT is
   the fit's ``a + b·L + c·L²`` and ``n`` streams decode at the fit's ``tpot(n, ctx)``.
 - Continuous batching as vLLM's scheduler: admission first-come-first-served while fewer than
-  ``max_num_seqs`` (the limits file; unbounded without it) run; each step one decode token for
-  every sequence past its prefill, then prefill chunks of the others within
-  ``max_num_batched_tokens`` (decode tokens use the budget first).
+  ``max_num_seqs`` (the limits file or the profile; unbounded without either) run; each step one
+  decode token for every sequence past its prefill, then prefill chunks of the others within the
+  engine's ``max_num_batched_tokens`` (decode tokens use the budget first); with chunked prefill
+  off, whole prompts only (at least one per step).
+- How a step mixes them (docs/design.md §13): a step that holds decode tokens and prefill chunks
+  costs the decode part plus ``share`` times the chunks' cost plus ``step_s``, the engine's
+  measured mixing fit (``mixing-share-step-v1``); without one, ``share`` 1 and ``step_s`` 0:
+  vLLM's chunked prefill, one shared step, the chunks' whole cost on the decodes.
 - Engines that share a GPU group run on one device whose step costs add (time slicing), unless
   their profile was measured ``--colocated``: such fits already hold the neighbours' slowdown, so
   the engine gets a device of its own.
@@ -54,6 +59,10 @@ class EngineModel:
     d1: float
     d2: float
     max_num_seqs: int | None = None
+    budget: int = DEFAULT_MAX_NUM_BATCHED_TOKENS  # max_num_batched_tokens
+    chunked: bool = True  # chunked prefill (off: whole prompts)
+    share: float = 1.0  # of the prefill chunks' cost that lands on the step's decodes
+    step_s: float = 0.0  # added to a step that holds both decodes and prefill chunks
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +73,8 @@ class TrialShape:
     output_tokens: int
     requests: int
     kv_transfer_s_per_token: float = 0.0
-    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    # every engine's per-step budget, over the profiles' (None: each engine's own)
+    max_num_batched_tokens: int | None = None
     # the client's cap: an offer due beyond it is never sent
     max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT
 
@@ -181,7 +191,7 @@ def simulate(
             nxt += 1
         for dev in devices.values():  # idle devices start a step when work is ready
             if dev.end is None:
-                _plan(dev, t, shape.max_num_batched_tokens)
+                _plan(dev, t)
     sent = [k for k in range(n_req) if route[k] is not None]
     ttft = [first[k] - arrival[k] for k in sent]
     out = shape.output_tokens
@@ -211,7 +221,7 @@ def _next_ready(dev: _Device) -> float | None:
     return min(ready) if ready else None
 
 
-def _plan(dev: _Device, now: float, budget_tokens: int) -> None:
+def _plan(dev: _Device, now: float) -> None:
     plan = []
     cost = 0.0
     for e in dev.engines:
@@ -226,21 +236,29 @@ def _plan(dev: _Device, now: float, budget_tokens: int) -> None:
         step = m.d0 + m.d1 * len(decode) + m.d2 * sum_ctx
         if e.spread is not None and decode:
             step *= e.spread.decode_level(len(decode), sum_ctx / len(decode))
-        cost += step
         e.max_decoding = max(e.max_decoding, len(decode))
-        budget = budget_tokens - len(decode)
-        chunks = []
+        budget = m.budget - len(decode)
+        chunks: list[tuple[_Seq, int]] = []
+        prefill = 0.0
         for s in e.running:
             if budget <= 0:
                 break
             left = s.prompt - s.computed
             if left <= 0:
                 continue
-            take = min(left, budget)
+            if m.chunked:
+                take = min(left, budget)
+            elif chunks and left > budget:
+                break
+            else:
+                take = left  # chunked prefill off: the whole prompt, even beyond the budget
             p = s.computed
-            cost += (m.b * take + m.c * ((p + take) ** 2 - p * p)) * s.factor
+            prefill += (m.b * take + m.c * ((p + take) ** 2 - p * p)) * s.factor
             chunks.append((s, take))
             budget -= take
+        if chunks and decode:
+            prefill = m.share * prefill + m.step_s
+        cost += step + prefill
         plan.append((e, decode, chunks))
     if plan:
         dev.plan = plan

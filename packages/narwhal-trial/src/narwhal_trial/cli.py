@@ -268,7 +268,12 @@ def predict(
         typer.Option("--find-max-rate", help="Also search the highest rate predicted to pass."),
     ] = False,
     limits: Annotated[
-        Path | None, typer.Option("--limits", help="narwhal.limits file (max_num_seqs).")
+        Path | None,
+        typer.Option(
+            "--limits",
+            help="narwhal.limits file: max_num_seqs, max_num_batched_tokens, "
+            "enable_chunked_prefill per engine (over the profiles' values).",
+        ),
     ] = None,
     kv_transfer: Annotated[
         float,
@@ -280,9 +285,15 @@ def predict(
         ),
     ] = 0.0,
     max_num_batched_tokens: Annotated[
-        int,
-        typer.Option("--max-num-batched-tokens", min=1, help="The engines' per-step token budget."),
-    ] = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        int | None,
+        typer.Option(
+            "--max-num-batched-tokens",
+            min=1,
+            help="Every engine's per-step token budget, over what the profiles recorded (read "
+            "from the engine or given in a limits file when it was measured; else "
+            f"{DEFAULT_MAX_NUM_BATCHED_TOKENS}). The prediction says which it used.",
+        ),
+    ] = None,
     max_in_flight: Annotated[
         int,
         typer.Option(
