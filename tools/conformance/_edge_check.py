@@ -93,6 +93,10 @@ class EdgeCheck:
     tpot_s: Decimal
     band: dict[str, Any]
     rates: list[RateCheck] = field(default_factory=list)
+    #: The prediction's ``inputs`` (the files, and each engine's settings and mixing model).
+    inputs: dict[str, Any] = field(default_factory=dict)
+    #: The predicted edge (the band's 0.5 crossing) the rates are factors of.
+    edge: float = 0.0
     done: list[cmd.Done] = field(default_factory=list)
 
     @property
@@ -120,6 +124,7 @@ class EdgeCheck:
             "rates": [r.figures() for r in self.rates],
             "measured_edge": [lo, None if hi == float("inf") else hi],
             "edge_agrees": self.edge_agrees(),
+            "engines": self.inputs.get("engines"),
         }
 
 
@@ -163,15 +168,21 @@ def slo(suite: Suite) -> tuple[Decimal, Decimal]:
     return slo_from_profile(suite.profile_doc(), suite.shape.trial_input, suite.shape.trial_output)
 
 
-def _limits(suite: Suite) -> Path:
-    path = suite.root / "limits.json"
+def write_limits(folder: Path, name: str = "limits.json", **engine: Any) -> Path:
+    """A limits file for the one engine (``vllm-0``) at ``folder/name``: ``max_num_seqs`` is the
+    server's (``MAX_NUM_SEQS``) unless given, and any other key as given."""
+    path = folder / name
     doc = {
         "format": "narwhal.limits",
         "format_version": 1,
-        "engines": {"vllm-0": {"max_num_seqs": MAX_NUM_SEQS}},
+        "engines": {"vllm-0": {"max_num_seqs": MAX_NUM_SEQS, **engine}},
     }
     path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def _limits(suite: Suite) -> Path:
+    return write_limits(suite.root)
 
 
 def _predict(suite: Suite, ttft: Decimal, tpot: Decimal, *extra: str) -> cmd.Done:
@@ -185,17 +196,20 @@ def _predict(suite: Suite, ttft: Decimal, tpot: Decimal, *extra: str) -> cmd.Don
     )  # fmt: skip
 
 
-def run_edge_check(suite: Suite, folder: Path) -> EdgeCheck:
-    """Predict the band, then predict and measure each rate; keep every command."""
+def run_edge_check(suite: Suite, folder: Path, factors: Iterable[float] = FACTORS) -> EdgeCheck:
+    """Predict the band, then predict and measure each rate (``factors`` times the predicted
+    edge); keep every command."""
     ttft, tpot = slo(suite)
     found = _predict(suite, ttft, tpot, "--find-max-rate")
     assert found.returncode in (0, 2), found.brief()
-    search = json.loads(found.stdout)["search"]
-    check = EdgeCheck(ttft, tpot, search["band"], done=[found])
+    doc = json.loads(found.stdout)
+    search = doc["search"]
+    check = EdgeCheck(ttft, tpot, search["band"], done=[found], inputs=doc["inputs"])
     edge = search["band"]["pass_50"]
     assert edge is not None, found.brief()
+    check.edge = edge
     gauges = [arg for gauge in DRAIN_GAUGES for arg in ("--drain-gauge", gauge)]
-    for k, factor in enumerate(FACTORS):
+    for k, factor in enumerate(factors):
         rate = round(edge * factor, 3)
         predicted = _predict(suite, ttft, tpot, "--rate", str(rate))
         check.done.append(predicted)

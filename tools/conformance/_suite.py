@@ -178,6 +178,7 @@ def run_suite(
     fleet_key_env: str | None = None,
     prepare_extra: tuple[str, ...] = (),
     run_extra: tuple[str, ...] = (),
+    profile_extra: tuple[str, ...] = (),
 ) -> Suite:
     """Profile, prepare, run and check against ``server``; keep everything."""
     env = dict(env or {})
@@ -194,7 +195,9 @@ def run_suite(
     launch_record.write_text(server.launch_record(), encoding="utf-8")
     before = cmd.metrics(server.url)
     posts_before = server.count_in_log(COMPLETIONS_LOG)
-    profile = cmd.profile("--fleet", fleet, *shape.sweep_args(), "--format", "json", env=env)
+    profile = cmd.profile(
+        "--fleet", fleet, *shape.sweep_args(), *profile_extra, "--format", "json", env=env
+    )
     after = cmd.metrics(server.url)
     posts_after = server.count_in_log(COMPLETIONS_LOG)
     trial_root = root / "trial"

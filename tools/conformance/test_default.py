@@ -3,6 +3,7 @@ figures (prefill and decode mean/worst relative error) for results.json."""
 
 from __future__ import annotations
 
+import urllib.error
 from collections.abc import Iterator
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from . import _browser as browser
 from . import _commands as cmd
 from ._checks import RefusalChecks, SuiteChecks
-from ._edge_check import MAX_NUM_SEQS, EdgeCheck, run_edge_check
+from ._edge_check import MAX_NUM_SEQS, EdgeCheck, run_edge_check, write_limits
 from ._state import Conformance
 from ._suite import (
     DRAIN_GAUGES,
@@ -23,6 +24,12 @@ from ._suite import (
 from ._tpot import compare
 
 VARIANT = "default"
+#: vLLM 0.32's per-step token budget for its OpenAI server on a CPU (``--max-num-batched-tokens``
+#: unset: 2,048 per CPU socket, vllm/engine/arg_utils.py); the server does not show it without
+#: its development endpoints, so the profile is given it in a limits file.
+CPU_DEFAULT_BUDGET = 2048
+#: The rates near the edge (times its predicted 0.5 crossing) where predictions must agree.
+NEAR_EDGE = (0.9, 1.0, 1.1)
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +37,12 @@ def suite(conformance: Conformance) -> Iterator[Suite]:
     """The default server (at most ``MAX_NUM_SEQS`` sequences at once, the profile's largest decode
     batch: the prediction check's overloaded rates stay inside the profiled domain, in the model as
     in the engine), started for this module only, and the commands run against it."""
+    folder = conformance.folder(VARIANT)
+    limits = write_limits(folder, "profile-limits.json", max_num_batched_tokens=CPU_DEFAULT_BUDGET)
     with conformance.server(VARIANT, extra=("--max-num-seqs", str(MAX_NUM_SEQS))) as server:
-        done = run_suite(VARIANT, server, conformance.folder(VARIANT))
+        done = run_suite(
+            VARIANT, server, folder, profile_extra=("--limits", str(limits), "--mixing")
+        )
         yield done
         write_transcript(done)
         conformance.record(VARIANT, **figures(done))
@@ -71,6 +82,24 @@ class TestDefault(SuiteChecks, RefusalChecks):
             for key in ("mean_rel_error", "worst_rel_error"):
                 assert fits[side][key] == pytest.approx(profile[fit][key], rel=1e-12)
         assert cmd.read_json(suite.sidecar)["format"] == "narwhal.samples"
+
+    def test_the_profile_is_given_the_budget(self, suite: Suite) -> None:
+        """Without its development endpoints vLLM shows no scheduler setting (``/server_info``
+        is 404), so the profile records the limits file's budget and cap with source limits,
+        chunked prefill as unknown, and the mixing points' fit (format_version 2)."""
+        assert suite.profile.returncode == 0, suite.profile.brief()
+        url = f"{suite.server.url}/server_info?config_format=json"
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            cmd.get_json(url, suite.headers)
+        assert caught.value.code == 404
+        scheduler = suite.profile_doc()["scheduler"]
+        assert scheduler == {
+            "max_num_batched_tokens": {"value": CPU_DEFAULT_BUDGET, "source": "limits"},
+            "max_num_seqs": {"value": MAX_NUM_SEQS, "source": "limits"},
+            "chunked_prefill": {"value": None, "source": "unknown"},
+        }
+        assert cmd.read_json(suite.store)["format_version"] == 2
+        assert suite.profile_doc()["mixing_fit"] is not None, suite.profile.brief()
 
 
 def test_report_renders_in_chromium(suite: Suite) -> None:
@@ -139,12 +168,14 @@ def edge_check(suite: Suite, conformance: Conformance) -> EdgeCheck:
 def test_predictions_and_trials_across_the_edge(edge_check: EdgeCheck) -> None:
     """``predict`` and ``run`` across the predicted edge of vLLM's server: a band whose crossings
     are ordered, a pass probability that never rises with rate (the replications' common random
-    numbers), and a valid schedule in every 60-request trial at 0.5, 0.9, 1.0, 1.1 and 1.4 times
-    the edge.
+    numbers), a valid schedule in every 60-request trial at 0.5, 0.9, 1.0, 1.1 and 1.4 times
+    the edge, the prediction built on the given budget and the measured mixing, and near the edge
+    (0.9, 1.0 and 1.1 times it) at least two of the three measured attainments (their Wilson 95 %
+    interval) inside the predicted 5-95 % range.
 
-    Whether each measured attainment's Wilson interval meets the predicted 5-95 % range, and the
-    measured edge the predicted band, goes to results.json (``prediction_check``) and is not
-    asserted: this machine's engine runs 10-15 % faster or slower from one minute to the next
+    Every rate's agreement, and whether the measured edge meets the predicted band, goes to
+    results.json (``prediction_check``); the edge and the other rates are not asserted: this
+    machine's engine runs 10-15 % faster or slower from one minute to the next
     (docs/conformance.md), and a run whose profile caught a slow minute and whose trials a fast
     one (or the reverse) moves the measured edge out of any band the profile can justify."""
     rates = edge_check.rates
@@ -156,3 +187,10 @@ def test_predictions_and_trials_across_the_edge(edge_check: EdgeCheck) -> None:
     band = edge_check.band
     assert band["pass_90"] is None or band["pass_90"] <= band["pass_50"], figures
     assert band["pass_10"] is None or band["pass_50"] <= band["pass_10"], figures
+    engine = edge_check.inputs["engines"]["vllm-0"]
+    assert engine["max_num_batched_tokens"] == CPU_DEFAULT_BUDGET, figures
+    assert engine["max_num_batched_tokens_source"] == "profile, from the limits", figures
+    assert engine["mixing"] == "measured", figures
+    near = [r for r in rates if any(r.rate == round(edge_check.edge * f, 3) for f in NEAR_EDGE)]
+    assert len(near) == len(NEAR_EDGE), figures
+    assert sum(1 for r in near if r.agrees) >= 2, figures
