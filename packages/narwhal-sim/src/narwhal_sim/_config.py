@@ -45,6 +45,7 @@ ENGINE_KEYS = frozenset(
         "coalesce_steps",
         "coalesce_mode",
         "enable_request_id_headers",
+        "dev_mode",
         "prefix_caching",
         "version",
         "served_model_name",
@@ -107,6 +108,8 @@ class EngineSettings:
     kv_transfer_s_per_token: float = KV_TRANSFER_S_PER_TOKEN
     # vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE: a connection idle this long is closed by the server.
     keep_alive_s: float = KEEP_ALIVE_S
+    # vLLM's VLLM_SERVER_DEV_MODE=1: the development routes, of which GET /server_info is served.
+    dev_mode: bool = False
 
     @property
     def url(self) -> str:
@@ -381,6 +384,7 @@ def _resolve_one(
             iid,
         ),
         keep_alive_s=_number("keep_alive_s", table.get("keep_alive_s", KEEP_ALIVE_S), iid),
+        dev_mode=_flag("dev_mode", table.get("dev_mode", False), iid),
     )
 
 
@@ -408,3 +412,13 @@ def _coalesce_mode(value: Any, iid: str) -> str:
             f"sim config engines.{iid}.coalesce_mode: expected merge or burst, got {value!r}"
         )
     return str(value)
+
+
+def _flag(key: str, value: Any, iid: str) -> bool:
+    """``value`` of on/off key ``key`` when it is a JSON boolean; anything else is one line naming
+    the key and the value."""
+    if not isinstance(value, bool):
+        raise SimConfigError(
+            f"sim config engines.{iid}.{key}: expected true or false, got {value!r}"
+        )
+    return value
