@@ -3,6 +3,7 @@ conftest's fixtures and the modes tests import it)."""
 
 from __future__ import annotations
 
+import itertools
 import signal
 import subprocess
 import sys
@@ -31,12 +32,17 @@ class ProfileRun:
         return doc
 
     def success(self, line: str, engines: list[str]) -> None:
-        """Text mode: one fit-quality line per engine, in order, then the seed's success line."""
-        *fits, last = self.stdout.splitlines()
+        """Text mode: one fit-quality line per engine, in order, each followed by its scheduler
+        line when the profile records its scheduler settings, then the seed's success line."""
+        *lines, last = self.stdout.splitlines()
         assert last == line, self.stdout
+        fits = [f for f in lines if ": scheduler: " not in f]
         assert [f.split(": ", 1)[0] for f in fits] == engines, self.stdout
         for fit in fits:
             assert "prefill fit mean " in fit and "; decode fit mean " in fit, fit
+        for previous, scheduler in itertools.pairwise(lines):
+            if ": scheduler: " in scheduler:
+                assert previous.split(": ", 1)[0] == scheduler.split(": ", 1)[0], self.stdout
 
 
 def run_profile_command(*args: str | Path, timeout: float = 240.0) -> ProfileRun:

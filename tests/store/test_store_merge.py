@@ -9,10 +9,13 @@ from typing import Any
 import pytest
 
 from narwhal_store import (
+    BoolSetting,
     Generator,
+    IntSetting,
     LoadedFleet,
     MergeError,
     ProfileKey,
+    SchedulerSettings,
     merge_stores,
     read_store,
     sha256_file,
@@ -64,6 +67,27 @@ def test_merge_combines_inputs_and_records_sources(
     assert len(loaded.store.profiles) == 4
     assert loaded.store.generator.version == "9.9"
     assert len(loaded.sidecar.sources) == 4
+
+
+def test_merge_keeps_each_profiles_scheduler_settings(
+    tmp_path: Path, fleet: LoadedFleet, make_pair: PairFactory
+) -> None:
+    """Each profile's scheduler settings (and their sources) go into the merged store unchanged;
+    a profile written before they were kept stays without them."""
+    shown = SchedulerSettings(
+        max_num_batched_tokens=IntSetting(value=2048, source="engine"),
+        max_num_seqs=IntSetting(value=8, source="limits"),
+        chunked_prefill=BoolSetting(value=None, source="unknown"),
+    )
+    store, sidecar = make_pair(["h200-0.prefill", "h200-0.decode"])
+    store.profiles[0] = store.profiles[0].model_copy(update={"scheduler": shown})
+    one = _store(tmp_path, "a", (store, sidecar))
+    two = _store(tmp_path, "b", make_pair(["solo"]))
+    merged, merged_sidecar = merge_stores([one, two], fleet)
+    assert [p.scheduler for p in merged.profiles] == [shown, None, None]
+    out = tmp_path / "merged.json"
+    write_store(out, merged, merged_sidecar, mode="fresh")
+    assert read_store(out).store.profiles[0].scheduler == shown
 
 
 def test_merge_needs_two_inputs(tmp_path: Path, fleet: LoadedFleet, make_pair: PairFactory) -> None:

@@ -2,7 +2,8 @@
 
 Streaming completions with monotonic per-chunk timing (``EngineClient.stream_completion`` →
 ``StreamRecord``, over httpx or the opt-in raw HTTP/1.1 transport), ``/health``, ``/version``,
-``/v1/models``, ``/tokenize``, ``/detokenize`` and parsed ``/metrics`` (``MetricsSnapshot``),
+``/v1/models``, ``/tokenize``, ``/detokenize``, parsed ``/metrics`` (``MetricsSnapshot``), the
+scheduler settings of a development-mode engine's ``/server_info`` (``SchedulerConfig``),
 plus the evidence documents of docs/design.md §6 (``gather_identity``, ``gather_attestation``,
 ``evidence_sha256``). Every error derives from ``EngineClientError`` (see ``_errors`` for the
 tree).
@@ -32,6 +33,7 @@ from narwhal_engine_client._gcpause import gc_paused
 from narwhal_engine_client._metrics import MetricFamily, MetricSample, MetricsSnapshot
 from narwhal_engine_client._record import StreamRecord
 from narwhal_engine_client._replies import ModelCard, TokenizeResult, select_model
+from narwhal_engine_client._server_info import SchedulerConfig
 
 __all__ = [
     "DEFAULT_KEEPALIVE_EXPIRY_S",
@@ -47,6 +49,7 @@ __all__ = [
     "MetricSample",
     "MetricsSnapshot",
     "ModelCard",
+    "SchedulerConfig",
     "SendDeadlineError",
     "StreamCutError",
     "StreamRecord",

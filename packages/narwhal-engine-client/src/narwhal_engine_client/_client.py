@@ -33,6 +33,7 @@ from narwhal_engine_client._replies import (
     parse_version,
 )
 from narwhal_engine_client._resend import send_with_resend
+from narwhal_engine_client._server_info import SERVER_INFO_PATH, SchedulerConfig, parse_server_info
 from narwhal_engine_client._transports.httpx import run_stream
 from narwhal_engine_client._transports.raw import RawStreamPool
 
@@ -267,6 +268,18 @@ class EngineClient:
     async def models(self) -> list[ModelCard]:
         """``GET /v1/models``: one card per served model name."""
         return parse_models(await self._json("GET", "/v1/models"))
+
+    async def scheduler_config(self) -> SchedulerConfig | None:
+        """``GET /server_info?config_format=json``: the engine's scheduler settings, or None when it
+        does not show them: a 404 (vLLM serves the path only with ``VLLM_SERVER_DEV_MODE=1``), a
+        body that is not JSON, or one without ``vllm_config.scheduler_config``. Another status is
+        an EngineHTTPError; transport failures raise as for every call."""
+        response = await self._call("GET", SERVER_INFO_PATH)
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self._http_error(response, SERVER_INFO_PATH)
+        return parse_server_info(response.content)
 
     async def tokenize(
         self, prompt: str, *, model: str | None = None, add_special_tokens: bool = False

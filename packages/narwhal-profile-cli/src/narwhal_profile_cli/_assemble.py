@@ -166,6 +166,7 @@ def assemble(
         decode_fit=decode_doc,
         colocation=None if m.colocation is None else Colocation(**asdict(m.colocation)),
         samples_sha256=PENDING_SHA256,
+        scheduler=plan.scheduler,
     )
     return Measured(profile, samples)
 

@@ -13,6 +13,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from narwhal_engine_client import EngineClient, EngineClientError, gc_paused
@@ -100,8 +101,12 @@ async def run_live(
     keepalive_expiry_s: float | None = None,
     clock_ns: Callable[[], int] = time.perf_counter_ns,
     warn: Callable[[str], None] = lambda message: None,
+    limits_path: Path | None = None,
 ) -> None:
     """Measure the selected engines of ``fleet`` into its ``profiles.path``.
+
+    ``limits`` (read from ``limits_path``, which messages name) caps each engine's concurrencies
+    (``max_num_seqs``) and gives the scheduler settings the engine does not show (§13).
 
     With ``scale``, engines of up to ``parallel_groups`` GPU groups are measured at once (one
     engine per group at a time), and ``shard`` picks this process's share of the groups, written
@@ -126,11 +131,9 @@ async def run_live(
     async with _clients(needed, clock_ns, connections, keepalive_expiry_s) as clients:
         plans: dict[str, EnginePlan] = {}
         for entry in selected:
-            limit = None
-            if limits is not None and entry.iid in limits.engines:
-                limit = limits.engines[entry.iid].max_num_seqs
-            progress.update(entry.iid, "preflight", "health, max_model_len, evidence")
-            plans[entry.iid] = await preflight(entry, clients[entry.iid], sweep, limit)
+            given = None if limits is None else limits.engines.get(entry.iid)
+            progress.update(entry.iid, "preflight", "health, max_model_len, evidence, scheduler")
+            plans[entry.iid] = await preflight(entry, clients[entry.iid], sweep, given, limits_path)
             progress.finish(entry.iid)
         colocations: dict[str, ColocationPlan] = {}
         if colocation is not None:

@@ -1,19 +1,22 @@
 """Preflight (docs/design.md §4): every selected engine is checked before any engine is measured.
 
 Health is HTTP 200; ``/v1/models`` and ``/tokenize`` agree on a positive ``max_model_len``; the
-evidence can be read (and, with ``engine_contract``, holds); the sweep points that survive the
-engine's ``max_model_len`` and limits meet the reference's minimums.
+evidence can be read (and, with ``engine_contract``, holds); the scheduler settings the engine
+shows agree with the limits file's (§13); the sweep points that survive the engine's
+``max_model_len`` and limits meet the reference's minimums.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from narwhal_engine_client import (
     EngineClient,
     EngineClientError,
     EngineProtocolError,
+    SchedulerConfig,
     TokenCounting,
     select_model,
     token_counting,
@@ -27,7 +30,8 @@ from narwhal_profile_cli._errors import ProfileAbortError
 from narwhal_profile_cli._evidence import read_evidence
 from narwhal_profile_cli._options import SweepOptions
 from narwhal_profile_cli._prompts import MIN_POOL, POOL_TEXT, token_pool
-from narwhal_store import EngineEntry
+from narwhal_profile_cli._scheduler import scheduler_settings
+from narwhal_store import EngineEntry, EngineLimits, SchedulerSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +61,13 @@ class SweepPoints:
 
 @dataclass(frozen=True, slots=True)
 class EnginePlan:
-    """One engine ready to be measured."""
+    """One engine ready to be measured, with the scheduler settings its profile records."""
 
     entry: EngineEntry
     probe: EngineProbe
     points: SweepPoints
     contract: dict[str, Any] | None
+    scheduler: SchedulerSettings
 
     @property
     def evidence_kind(self) -> Literal["identity", "attestation"]:
@@ -189,13 +194,32 @@ async def _version(client: EngineClient) -> str | None:
         return None
 
 
+async def read_scheduler(client: EngineClient) -> SchedulerConfig | None:
+    """The scheduler settings the engine shows (``/server_info``, development mode only), or None
+    when it shows none or the request fails (the settings are then the limits file's, or
+    unknown)."""
+    try:
+        return await client.scheduler_config()
+    except EngineClientError:
+        return None
+
+
 async def preflight(
-    entry: EngineEntry, client: EngineClient, sweep: SweepOptions, limit: int | None
+    entry: EngineEntry,
+    client: EngineClient,
+    sweep: SweepOptions,
+    limits: EngineLimits | None = None,
+    limits_path: Path | None = None,
 ) -> EnginePlan:
-    """Everything checked before measuring: probe, evidence (contract) and the surviving points."""
+    """Everything checked before measuring: probe, evidence (contract), the scheduler settings
+    (what the engine shows, else ``limits``, the engine's entry of the limits file at
+    ``limits_path``) and the points surviving ``max_model_len`` and ``limits.max_num_seqs``."""
     probe = await probe_engine(entry, client)
     contract = None if entry.engine_contract is None else entry.engine_contract.expected()
     await read_evidence(entry.iid, client, probe.model, contract)
+    shown = await read_scheduler(client)
+    scheduler = scheduler_settings(entry.iid, shown, limits, limits_path)
+    limit = None if limits is None else limits.max_num_seqs
     points = kept_points(sweep, probe.max_model_len, limit)
     check_points(entry.iid, sweep, points, probe.max_model_len)
-    return EnginePlan(entry, probe, points, contract)
+    return EnginePlan(entry, probe, points, contract, scheduler)

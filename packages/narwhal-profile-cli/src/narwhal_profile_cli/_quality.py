@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from narwhal_profile_cli._scheduler import scheduler_summary
 from narwhal_store import BURSTY_SHARE, FitDoc, FitQuality, Profile, decode_fit_suspect
 
 if TYPE_CHECKING:  # the sweep pulls in narwhal-fit (scipy): not needed to print a result
@@ -24,7 +25,8 @@ FEW_INTERVALS = 8
 
 
 def fit_figures(profiles: Sequence[Profile]) -> list[dict[str, Any]]:
-    """Per profile: its engine, key label and the prefill and decode errors (JSON result)."""
+    """Per profile: its engine, key label, the prefill and decode errors and its scheduler
+    settings (null when the store predates them) (JSON result)."""
     figures = []
     for profile in profiles:
         prefill = FitQuality.of(profile.prefill_fit)
@@ -36,6 +38,9 @@ def fit_figures(profiles: Sequence[Profile]) -> list[dict[str, Any]]:
                 "prefill": None if prefill is None else prefill.to_dict(),
                 "decode": None if decode is None else decode.to_dict(),
                 "decode_suspect": None if decode is None else decode_fit_suspect(decode),
+                "scheduler": None
+                if profile.scheduler is None
+                else profile.scheduler.model_dump(mode="json"),
             }
         )
     return figures
@@ -48,7 +53,8 @@ def _pct(figure: dict[str, Any] | None) -> str:
 
 
 def fit_lines(figures: Sequence[dict[str, Any]]) -> list[str]:
-    """One text line per profile: ``IID: prefill fit mean 2.1% worst 4.0%; decode fit ...``."""
+    """One text line per profile, ``IID: prefill fit mean 2.1% worst 4.0%; decode fit ...``, then,
+    when the profile records them, ``IID: scheduler: budget 2048 tokens (engine), ...``."""
     repeated = Counter(f["engine"] for f in figures)
     lines = []
     for f in figures:
@@ -57,6 +63,8 @@ def fit_lines(figures: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(
             f"{name}: prefill fit {_pct(f['prefill'])}; decode fit {_pct(f['decode'])}{flag}"
         )
+        if f.get("scheduler") is not None:
+            lines.append(f"{name}: scheduler: {scheduler_summary(f['scheduler'])}")
     return lines
 
 

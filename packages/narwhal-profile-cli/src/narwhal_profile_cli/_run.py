@@ -149,6 +149,7 @@ def _live(
                     scale=options.scale,
                     keepalive_expiry_s=options.keepalive_expiry_s,
                     warn=lambda message: progress.warn(f"narwhal-profile: warning: {message}"),
+                    limits_path=options.limits,
                 ),
                 state,
             )

@@ -47,6 +47,7 @@ ENGINE_KEYS = frozenset(
         "coalesce_steps",
         "coalesce_mode",
         "enable_request_id_headers",
+        "dev_mode",
         "prefix_caching",
         "version",
         "served_model_name",
@@ -112,6 +113,8 @@ class EngineSettings:
     # How prefill and decode share steps: "shared" (chunked prefill, one step for both) or
     # "turns" (prefill steps and decode steps alternate); see narwhal_sim._scheduler.
     scheduler: SchedulerMode = "shared"
+    # vLLM's VLLM_SERVER_DEV_MODE=1: the development routes, of which GET /server_info is served.
+    dev_mode: bool = False
 
     @property
     def url(self) -> str:
@@ -387,6 +390,7 @@ def _resolve_one(
         ),
         keep_alive_s=_number("keep_alive_s", table.get("keep_alive_s", KEEP_ALIVE_S), iid),
         scheduler=_scheduler_mode(table.get("scheduler", "shared"), iid),
+        dev_mode=_flag("dev_mode", table.get("dev_mode", False), iid),
     )
 
 
@@ -424,3 +428,13 @@ def _coalesce_mode(value: Any, iid: str) -> str:
 
 def _scheduler_mode(value: Any, iid: str) -> SchedulerMode:
     return "turns" if _choice("scheduler", value, SCHEDULER_MODES, iid) == "turns" else "shared"
+
+
+def _flag(key: str, value: Any, iid: str) -> bool:
+    """``value`` of on/off key ``key`` when it is a JSON boolean; anything else is one line naming
+    the key and the value."""
+    if not isinstance(value, bool):
+        raise SimConfigError(
+            f"sim config engines.{iid}.{key}: expected true or false, got {value!r}"
+        )
+    return value

@@ -18,7 +18,7 @@ from narwhal_sim._config import EngineSettings, is_loopback
 from narwhal_sim._errors import SimConfigError
 from narwhal_sim._faults import Faults
 from narwhal_sim._http import HttpServer, Request, Responder
-from narwhal_sim._info import detokenize_reply, model_list, tokenize_reply
+from narwhal_sim._info import detokenize_reply, model_list, server_info_reply, tokenize_reply
 from narwhal_sim._metrics import EngineStats, cache_config_labels, render_engine_metrics
 from narwhal_sim._scheduler import Device, EngineScheduler, SimRequest, StepObserver
 from narwhal_sim._stream import StreamWriter
@@ -157,6 +157,8 @@ class SimEngine:
             resp.send(401, UNAUTHORIZED)
             return
         route = _ROUTES.get(path)
+        if path in _DEV_ROUTES and not self.settings.dev_mode:
+            route = None  # vLLM registers them only with VLLM_SERVER_DEV_MODE=1
         if route is None:
             if path.startswith("/_sim/"):
                 await self._control(req, resp)
@@ -205,6 +207,13 @@ class SimEngine:
     async def _detokenize(self, req: Request, resp: Responder, body: Any) -> None:
         resp.send(200, detokenize_reply(self.settings, body))
 
+    async def _server_info(self, req: Request, resp: Responder, body: Any) -> None:
+        resp.send(200, server_info_reply(self.settings, req.query, self._prefix_caching()))
+
+    def _prefix_caching(self) -> bool:
+        fault = self.faults.prefix_caching
+        return fault if fault is not None else self.settings.prefix_caching
+
     async def _metrics(self, req: Request, resp: Responder, body: Any) -> None:
         s, sch = self.settings, self.scheduler
         blocks = s.kv_cache_tokens // s.block_size
@@ -212,9 +221,7 @@ class SimEngine:
             api_style=s.api_style,
             block_size=s.block_size,
             num_gpu_blocks=blocks,
-            prefix_caching=self.faults.prefix_caching
-            if self.faults.prefix_caching is not None
-            else s.prefix_caching,
+            prefix_caching=self._prefix_caching(),
             gpu_memory_utilization=s.gpu_memory_utilization,
             kv_cache_tokens=s.kv_cache_tokens,
             max_model_len=s.max_model_len,
@@ -348,5 +355,7 @@ _ROUTES: dict[str, tuple[str, str]] = {
     "/tokenize": ("POST", "_tokenize"),
     "/detokenize": ("POST", "_detokenize"),
     "/metrics": ("GET", "_metrics"),
+    "/server_info": ("GET", "_server_info"),
     "/v1/completions": ("POST", "_completions"),
 }
+_DEV_ROUTES = frozenset({"/server_info"})
