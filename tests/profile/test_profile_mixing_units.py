@@ -161,7 +161,7 @@ def test_point_sizing_covers_the_prefills() -> None:
     tpot = ctx.decode_fit.predict(4, 512)
     assert point.quiet_s == pytest.approx(max(20 * tpot, 0.1))
     span = point.wait_s + 4 * point.interval_s + point.quiet_s
-    assert point.tokens * tpot >= 1.2 * span
+    assert point.tokens * tpot >= ms.TOKEN_MARGIN * span
     assert point.chunks == 1
     assert point.work_s == pytest.approx(prefill_work_s(ctx.prefill_fit.coefficients, 2048))
     unprofiled = ms._point(ctx, 512, 4, 16384, 4)

@@ -167,10 +167,11 @@ class RawOptions:
             "input length and mixing length: --mixing-concurrency streams decode; after a quiet "
             "stretch (20 of their intervals, at least 0.1 s) --mixing-prefills one-token "
             "prompts arrive 3 TTFTs apart; the time the streams lose per prefill is fitted as "
-            "share*(b*L + c*L^2) + step_s*chunks. Cost per point: about the streams' ramp + "
-            "2 quiet stretches + prefills x 3 TTFT(L) (defaults: ~12 TTFTs of the longest "
-            "prefill length per decode input length, plus the shorter length's). Writes store "
-            "and sidecar format_version 2; without it they stay format_version 1.",
+            "share*(b*L + c*L^2) + step_s*chunks. Cost per point: the streams' ramp, 2 quiet "
+            "stretches and prefills x 3 TTFT(L); with the defaults about 12 TTFTs of the longest "
+            "prefill length per decode input length (an 8B model on one H200: ~35 s an engine, "
+            "as long again as the rest of the sweep). Writes store and sidecar format_version "
+            "2; without it they stay format_version 1.",
         ),
     ] = False
     mixing_lens: Annotated[

@@ -67,6 +67,8 @@ __all__ = [
     "INTERVAL_TTFTS",
     "MIN_QUIET_S",
     "QUIET_INTERVALS",
+    "RAMP_MARGIN",
+    "TOKEN_MARGIN",
     "MixingResult",
     "MixingRun",
     "fit_runs",
@@ -91,8 +93,9 @@ the streams back at their quiet pace) before the next arrives."""
 RAMP_MARGIN: Final = 1.5
 """The streams' ramp (each prompt's TTFT by the prefill fit, one after another) is waited out with
 this margin before the first quiet stretch starts."""
-TOKEN_MARGIN: Final = 1.25
-"""The streams ask for this many times the tokens their span needs at the decode fit's TPOT ..."""
+TOKEN_MARGIN: Final = 1.1
+"""The streams ask for this many times the tokens their span needs at the decode fit's TPOT (the
+time the prefills cost them comes on top, free) ..."""
 EXTRA_TOKENS: Final = 16
 """... plus this many."""
 _MIN_TPOT_S: Final = 1e-4
