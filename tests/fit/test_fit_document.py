@@ -11,6 +11,7 @@ import pytest
 from narwhal_fit import (
     DECODE_FORM,
     FORMS,
+    MIXING_FORM,
     PREFILL_FORM,
     DecodeFit,
     DecodePoint,
@@ -68,7 +69,7 @@ def test_document_records_form_and_weighting() -> None:
     assert doc["fit_version"] == 1
     assert doc["method"] == "nnls"
     assert _decode().to_dict()["form"] == DECODE_FORM
-    assert sorted(FORMS) == [DECODE_FORM, PREFILL_FORM]
+    assert sorted(FORMS) == [MIXING_FORM, DECODE_FORM, PREFILL_FORM]
 
 
 def test_unknown_form_named() -> None:

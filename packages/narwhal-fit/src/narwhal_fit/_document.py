@@ -1,4 +1,4 @@
-"""The fit document both forms share: writing it, and the checks used when reading it back.
+"""The fit document every form shares: writing it, and the checks used when reading it back.
 
 Every read failure raises :class:`FitError` naming the document and the key path of the bad value.
 """
@@ -66,12 +66,13 @@ def write_document(
     x_names: Sequence[str],
     coefficients: Sequence[str],
     domain: dict[str, Any],
+    weights: str = WEIGHTS,
 ) -> dict[str, Any]:
     """The plain JSON-able dict of ``fit`` (keys :data:`FIT_KEYS`; ``domain`` already plain)."""
     return {
         "form": form,
         "fit_version": fit_version,
-        "weights": WEIGHTS,
+        "weights": weights,
         "method": METHOD,
         "x_names": list(x_names),
         "coefficients": {k: fit.coefficients[k] for k in coefficients},
@@ -141,9 +142,10 @@ def read_header(
     fit_version: int,
     x_names: Sequence[str],
     coefficients: Sequence[str],
+    weights: str = WEIGHTS,
 ) -> dict[str, float]:
-    """Check a fit document's keys (:data:`FIT_KEYS`) and header fields; return its coefficients
-    (finite, >= 0)."""
+    """Check a fit document's keys (:data:`FIT_KEYS`) and header fields (``weights`` as the form
+    writes it); return its coefficients (finite, >= 0)."""
     if not isinstance(d, Mapping):
         raise FitError(f"{where}: expected an object, got {type(d).__name__}")
     check_keys(d, where, required=FIT_KEYS)
@@ -151,7 +153,7 @@ def read_header(
         raise FitError(f"{where}.form: expected {form!r}, got {d['form']!r}")
     if get_int(d["fit_version"], f"{where}.fit_version") != fit_version:
         raise FitError(f"{where}.fit_version: unsupported version {d['fit_version']!r}")
-    for key, want in (("weights", WEIGHTS), ("method", METHOD), ("x_names", list(x_names))):
+    for key, want in (("weights", weights), ("method", METHOD), ("x_names", list(x_names))):
         if d[key] != want:
             raise FitError(f"{where}.{key}: expected {want!r}, got {d[key]!r}")
     raw = get_mapping(d, "coefficients", where)

@@ -1,4 +1,4 @@
-"""Per-point residuals and the error summary both fit forms report."""
+"""Per-point residuals and the error summary every fit form reports."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ __all__ = [
     "check_predictions",
     "check_summary",
     "read_residuals",
+    "relative_error",
     "solve_relative",
     "summarize",
 ]
@@ -32,8 +33,10 @@ _REL_TOLERANCE = 1e-9
 class PointResidual:
     """One fitted point.
 
-    ``x`` is the point's coordinates: ``(length,)`` for prefill, ``(concurrency, ctx)`` for decode.
-    ``rel_error = |predicted - observed| / observed`` (never negative).
+    ``x`` is the point's coordinates: ``(length,)`` for prefill, ``(concurrency, ctx)`` for decode,
+    ``(chunks, work_s)`` for mixing. ``rel_error = |predicted - observed| / observed`` (never
+    negative); a form whose observations may be zero or negative (mixing) divides by
+    ``max(observed, floor)`` instead.
     """
 
     x: tuple[float, ...]
@@ -51,8 +54,12 @@ class PointResidual:
         }
 
     @classmethod
-    def from_dict(cls, d: Any, where: str, *, arity: int) -> PointResidual:
-        """Read a residual written by :meth:`to_dict`; ``x`` must have ``arity`` numbers."""
+    def from_dict(
+        cls, d: Any, where: str, *, arity: int, floor: float | None = None
+    ) -> PointResidual:
+        """Read a residual written by :meth:`to_dict`; ``x`` must have ``arity`` numbers. With
+        ``floor``, ``observed`` may be any finite number and ``rel_error`` divides by
+        ``max(observed, floor)``; without it, ``observed`` must be positive."""
         if not isinstance(d, Mapping):
             raise FitError(f"{where}: expected an object, got {type(d).__name__}")
         check_keys(d, where, required=("x", "observed", "predicted", "rel_error"))
@@ -61,17 +68,24 @@ class PointResidual:
             raise FitError(f"{where}.x: expected {arity} coordinate(s), got {len(raw_x)}")
         x = tuple(_keep_int(v, f"{where}.x[{i}]") for i, v in enumerate(raw_x))
         observed = get_number(d["observed"], f"{where}.observed")
-        if observed <= 0.0:
+        if floor is None and observed <= 0.0:
             raise FitError(f"{where}.observed: expected a positive number, got {observed!r}")
         predicted = get_number(d["predicted"], f"{where}.predicted", minimum=0.0)
         rel_error = get_number(d["rel_error"], f"{where}.rel_error", minimum=0.0)
-        expected = abs(predicted - observed) / observed
+        expected = relative_error(observed, predicted, floor)
         if not math.isclose(rel_error, expected, rel_tol=_REL_TOLERANCE, abs_tol=1e-12):
+            divisor = "observed" if floor is None else f"max(observed, {floor:g})"
             raise FitError(
                 f"{where}.rel_error: {rel_error!r} disagrees with |predicted - observed| / "
-                f"observed = {expected!r}"
+                f"{divisor} = {expected!r}"
             )
         return cls(x=x, observed=observed, predicted=predicted, rel_error=rel_error)
+
+
+def relative_error(observed: float, predicted: float, floor: float | None = None) -> float:
+    """``|predicted - observed| / observed``; with a floor, divided by ``max(observed, floor)``."""
+    divisor = observed if floor is None else max(observed, floor)
+    return abs(predicted - observed) / divisor
 
 
 def _keep_int(value: Any, where: str) -> float:
@@ -81,12 +95,14 @@ def _keep_int(value: Any, where: str) -> float:
     return get_number(value, where)
 
 
-def read_residuals(d: Mapping[str, Any], where: str, *, arity: int) -> tuple[PointResidual, ...]:
+def read_residuals(
+    d: Mapping[str, Any], where: str, *, arity: int, floor: float | None = None
+) -> tuple[PointResidual, ...]:
     """Read ``d["residuals"]`` (each as :meth:`PointResidual.from_dict` with ``arity``
-    coordinates) and require every first coordinate (a length or a concurrency) to be an
-    integer >= 1."""
+    coordinates and ``floor``) and require every first coordinate (a length, a concurrency or a
+    chunk count) to be an integer >= 1."""
     residuals = tuple(
-        PointResidual.from_dict(r, f"{where}.residuals[{i}]", arity=arity)
+        PointResidual.from_dict(r, f"{where}.residuals[{i}]", arity=arity, floor=floor)
         for i, r in enumerate(get_list(d, "residuals", where))
     )
     for i, r in enumerate(residuals):
@@ -98,12 +114,16 @@ def build_residuals(
     xs: Sequence[tuple[float, ...]],
     observed: NDArray[np.float64],
     predicted: NDArray[np.float64],
+    floor: float | None = None,
 ) -> tuple[PointResidual, ...]:
-    """Pair each point's coordinates with observed and predicted values (plain Python floats)."""
+    """Pair each point's coordinates with observed and predicted values (plain Python floats);
+    ``floor`` as in :func:`relative_error`."""
     out = []
     for x, obs, pred in zip(xs, observed.tolist(), predicted.tolist(), strict=True):
         o, p = float(obs), float(pred)
-        out.append(PointResidual(x=x, observed=o, predicted=p, rel_error=abs(p - o) / o))
+        out.append(
+            PointResidual(x=x, observed=o, predicted=p, rel_error=relative_error(o, p, floor))
+        )
     return tuple(out)
 
 
@@ -112,12 +132,17 @@ def solve_relative(
     y: NDArray[np.float64],
     names: Sequence[str],
     points: Sequence[tuple[float, ...]],
+    floor: float | None = None,
 ) -> tuple[dict[str, float], tuple[PointResidual, ...]]:
     """Fit ``design`` to ``y`` with :func:`nnls_relative`; return the coefficients keyed by
-    ``names`` (one per design column) and one residual per row at the coordinates ``points``."""
-    beta = nnls_relative(design, y)
+    ``names`` (one per design column) and one residual per row at the coordinates ``points``.
+    With ``floor``, each row is weighted by ``1 / max(y, floor)`` instead of ``1 / y``."""
+    import numpy as np  # deferred: numpy loads with the first fit, not with the package
+
+    scale = None if floor is None else np.maximum(y, floor)
+    beta = nnls_relative(design, y, scale)
     coefficients = {k: float(v) for k, v in zip(names, beta.tolist(), strict=True)}
-    return coefficients, build_residuals(points, y, design @ beta)
+    return coefficients, build_residuals(points, y, design @ beta, floor)
 
 
 def summarize(residuals: Sequence[PointResidual]) -> tuple[float, float, tuple[float, ...]]:

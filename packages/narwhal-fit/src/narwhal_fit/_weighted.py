@@ -1,4 +1,4 @@
-"""Non-negative least squares on relative error (weights 1/y), shared by both forms."""
+"""Non-negative least squares on relative error (weights 1/y), shared by every form."""
 
 from __future__ import annotations
 
@@ -19,18 +19,25 @@ METHOD: Final = "nnls"
 """Solver recorded in every fit document."""
 
 
-def nnls_relative(design: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Return ``beta >= 0`` minimising ``sum(((design @ beta - y) / y) ** 2)``.
+def nnls_relative(
+    design: NDArray[np.float64],
+    y: NDArray[np.float64],
+    scale: NDArray[np.float64] | None = None,
+) -> NDArray[np.float64]:
+    """Return ``beta >= 0`` minimising ``sum(((design @ beta - y) / scale) ** 2)``.
 
-    Rows are divided by ``y`` (relative error) and each column is then scaled to unit norm so the
-    solver sees a well-conditioned matrix whatever the units (``L`` and ``L**2`` differ by 10**4).
-    A column that is identically zero gets coefficient 0. ``y`` must be finite and positive
-    (callers check). The Lawson-Hanson active-set solver is deterministic.
+    ``scale`` defaults to ``y`` (relative error); a form whose observations may be zero or
+    negative passes its own positive scale (the mixing form: ``max(y, floor)``). Rows are divided
+    by ``scale`` and each column is then scaled to unit norm so the solver sees a well-conditioned
+    matrix whatever the units (``L`` and ``L**2`` differ by 10**4). A column that is identically
+    zero gets coefficient 0. ``y`` must be finite and ``scale`` finite and positive (callers
+    check). The Lawson-Hanson active-set solver is deterministic.
     """
     import numpy as np  # deferred: numpy loads with the first fit, not with the package
     from scipy.optimize import nnls  # deferred: scipy.optimize takes 0.3-1 s to import
 
-    weighted = design / y[:, np.newaxis]
+    divisor = y if scale is None else scale
+    weighted = design / divisor[:, np.newaxis]
     norms = np.linalg.norm(weighted, axis=0)
     active = norms > 0.0
     scaled = weighted[:, active] / norms[active]
@@ -38,7 +45,7 @@ def nnls_relative(design: NDArray[np.float64], y: NDArray[np.float64]) -> NDArra
     # importing narwhal_fit (narwhal-profile, also for a usage error) would pay before any fit
 
     try:
-        solution, _ = nnls(scaled, np.ones(y.shape[0]), maxiter=100 * design.shape[1])
+        solution, _ = nnls(scaled, y / divisor, maxiter=100 * design.shape[1])
     except RuntimeError as exc:
         raise FitConvergenceError(f"non-negative least squares did not converge: {exc}") from exc
     beta = np.zeros(design.shape[1], dtype=np.float64)

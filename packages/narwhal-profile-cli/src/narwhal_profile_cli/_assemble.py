@@ -11,6 +11,7 @@ from narwhal_engine_client import evidence_sha256
 from narwhal_fit import DecodeFit, PrefillFit
 from narwhal_profile_cli._decode_sweep import Cohort
 from narwhal_profile_cli._evidence import generation
+from narwhal_profile_cli._mixing_sweep import MixingResult
 from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._prefill_sweep import PrefillTimings
 from narwhal_profile_cli._preflight import EnginePlan
@@ -27,6 +28,7 @@ from narwhal_store import (
     Evidence,
     Generator,
     LoadedFleet,
+    MixingFitDoc,
     NeighbourRecord,
     PrefillFitDoc,
     PrefillSample,
@@ -68,6 +70,8 @@ class EngineMeasurement:
     decode_fit: DecodeFit
     colocation: NeighbourSettings | None
     neighbours: Sequence[NeighbourRecord]
+    mixing: MixingResult | None = None
+    """The mixing points and their fit (``--mixing``; None without it)."""
 
 
 def generator() -> Generator:
@@ -146,6 +150,7 @@ def assemble(
         decode_samples=[_decode_sample(c) for c in m.cohorts],
         neighbours=list(m.neighbours),
         decode_fit=decode_doc,
+        mixing_samples=[] if m.mixing is None else m.mixing.samples(),
     )
     digest = evidence_sha256(m.before)
     profile = Profile(
@@ -167,6 +172,9 @@ def assemble(
         colocation=None if m.colocation is None else Colocation(**asdict(m.colocation)),
         samples_sha256=PENDING_SHA256,
         scheduler=plan.scheduler,
+        mixing_fit=None
+        if m.mixing is None or m.mixing.fit is None
+        else MixingFitDoc.model_validate(m.mixing.fit.to_dict()),
     )
     return Measured(profile, samples)
 

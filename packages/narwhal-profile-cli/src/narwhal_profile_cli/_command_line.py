@@ -16,21 +16,28 @@ from narwhal_profile_cli._bounds import (
     DEFAULT_DECODE_INPUT_LENS,
     DEFAULT_DECODE_REPEATS,
     DEFAULT_DECODE_TOKENS,
+    DEFAULT_MIXING_CONCURRENCY,
+    DEFAULT_MIXING_PREFILLS,
+    DEFAULT_MIXING_REPEATS,
     DEFAULT_PREFILL_LENS,
     DEFAULT_PREFILL_REPEATS,
     MAX_DECODE_CONCURRENCY,
     MAX_DECODE_REPEATS,
     MAX_DECODE_TOKENS,
+    MAX_MIXING_PREFILLS,
+    MAX_MIXING_REPEATS,
     MAX_PREFILL_REPEATS,
     MAX_RATE,
     MAX_TOKENS,
     MIN_DECODE_REPEATS,
     MIN_DECODE_TOKENS,
+    MIN_MIXING_LENS,
     MIN_PREFILL_REPEATS,
 )
 
 _SWEEP = "Prefill and decode sweeps"
 _NEIGHBOURS = "Shared-GPU neighbour traffic"
+_MIXING = "Mixing point (--mixing, opt-in)"
 
 
 def _option(flag: str, text: str, metavar: str | None = None, panel: str | None = None) -> Any:
@@ -44,6 +51,10 @@ def _sweep(flag: str, metavar: str, text: str) -> Any:
 
 def _neighbour(flag: str, metavar: str, text: str) -> Any:
     return _option(flag, text, metavar, _NEIGHBOURS)
+
+
+def _mixing(flag: str, metavar: str | None, text: str) -> Any:
+    return _option(flag, text, metavar, _MIXING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +157,60 @@ class RawOptions:
             f"{MIN_DECODE_REPEATS} to {MAX_DECODE_REPEATS}.",
         ),
     ] = DEFAULT_DECODE_REPEATS
+    mixing: Annotated[
+        bool,
+        _mixing(
+            "--mixing",
+            None,
+            "After the decode sweep, measure how much of a prefill's time lands on the streams "
+            "an engine is decoding (the predictor needs it to simulate mixed load). Per decode "
+            "input length and mixing length: --mixing-concurrency streams decode; after a quiet "
+            "stretch (20 of their intervals, at least 0.1 s) --mixing-prefills one-token "
+            "prompts arrive 3 TTFTs apart; the time the streams lose per prefill is fitted as "
+            "share*(b*L + c*L^2) + step_s*chunks. Cost per point: the streams' ramp, 2 quiet "
+            "stretches and prefills x 3 TTFT(L); with the defaults about 12 TTFTs of the longest "
+            "prefill length per decode input length (an 8B model on one H200: ~35 s an engine, "
+            "as long again as the rest of the sweep). Writes store and sidecar format_version "
+            "2; without it they stay format_version 1.",
+        ),
+    ] = False
+    mixing_lens: Annotated[
+        str | None,
+        _mixing(
+            "--mixing-lens",
+            "LIST",
+            f"Prefill lengths injected (at least {MIN_MIXING_LENS} distinct, at most "
+            f"{MAX_TOKENS}; default: the smallest and the largest kept prefill length).",
+        ),
+    ] = None
+    mixing_concurrency: Annotated[
+        str | None,
+        _mixing(
+            "--mixing-concurrency",
+            "N",
+            f"Decode streams per mixing point (default {DEFAULT_MIXING_CONCURRENCY}, at most "
+            f"{MAX_DECODE_CONCURRENCY}; under --limits at most max_num_seqs - 1, leaving the "
+            "prefill a slot).",
+        ),
+    ] = None
+    mixing_prefills: Annotated[
+        str | None,
+        _mixing(
+            "--mixing-prefills",
+            "N",
+            f"Prefills injected per mixing point (default {DEFAULT_MIXING_PREFILLS}, at most "
+            f"{MAX_MIXING_PREFILLS}).",
+        ),
+    ] = None
+    mixing_repeats: Annotated[
+        str | None,
+        _mixing(
+            "--mixing-repeats",
+            "N",
+            f"Repetitions per mixing point (default {DEFAULT_MIXING_REPEATS}, at most "
+            f"{MAX_MIXING_REPEATS}).",
+        ),
+    ] = None
     colocated: Annotated[
         bool,
         _option(

@@ -73,7 +73,8 @@ class Cohort:
     remeasured: Remeasured | None = None
 
 
-def _traces(records: list[StreamRecord]) -> list[StreamTrace]:
+def traces(records: list[StreamRecord]) -> list[StreamTrace]:
+    """Each record's times relative to the earliest send of ``records``."""
     origin = min(r.send_ns for r in records)
     return [
         StreamTrace(
@@ -117,7 +118,7 @@ def _cohort_requests(
         )
 
 
-async def _preconnect(probe: EngineProbe, count: int) -> None:
+async def preconnect(probe: EngineProbe, count: int) -> None:
     """Keep ``count`` idle kept-alive connections, one per stream, so no stream waits for a
     connect."""
     try:
@@ -138,7 +139,7 @@ async def _stream_all(
     opening: list[Observation],
 ) -> tuple[list[StreamRecord], MetricsWatch]:
     client = probe.client
-    await _preconnect(probe, len(requests))  # a no-op when the previous ramp opened them
+    await preconnect(probe, len(requests))  # a no-op when the previous ramp opened them
     async with MetricsWatch(client, clock_ns, observations=list(opening)) as watch:
         records = await asyncio.gather(
             *(
@@ -197,7 +198,7 @@ def _judge(ended: _Ended) -> Cohort:
         input_len=input_len,
         concurrency=concurrency,
         repeat=ended.repeat,
-        streams=_traces(records),
+        streams=traces(records),
         point=point,
         reason="; ".join(reasons) if reasons else None,
         intervals=intervals,
@@ -281,7 +282,7 @@ async def run_decode(
                     await asyncio.sleep(0)
                 # this cohort's connections come back idle when it ends: open only the rest now,
                 # so no connect falls between two cohorts
-                await _preconnect(probe, max(0, next_n - n))
+                await preconnect(probe, max(0, next_n - n))
             records, watch = await task
         except BaseException:
             task.cancel()

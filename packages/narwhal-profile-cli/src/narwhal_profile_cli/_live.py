@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from narwhal_engine_client import EngineClient, EngineClientError, gc_paused
-from narwhal_fit import PrefillFit
+from narwhal_fit import DecodeFit, PrefillFit
 from narwhal_profile_cli._assemble import EngineMeasurement
 from narwhal_profile_cli._colocation import ColocationPlan, neighbour_load, plan_colocation
 from narwhal_profile_cli._decode_sweep import Chores, fit_cohorts, run_decode
 from narwhal_profile_cli._errors import ProfileAbortError, ProfileError, ProfileUsageError
 from narwhal_profile_cli._evidence import check_unchanged, read_evidence
 from narwhal_profile_cli._groups import GroupUnit, group_units, shard_store_path, shard_units
+from narwhal_profile_cli._mixing_sweep import MixingResult, mixing_work, plan_budget, run_mixing
 from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._options import ScaleOut, SweepOptions
 from narwhal_profile_cli._parallel import run_groups
@@ -127,13 +128,18 @@ async def run_live(
         raise ProfileUsageError(f"{exc}", code="destination") from exc
     needed = list(fleet.config.engines) if colocation is not None else selected
     # Every stream of the largest cohort needs its own connection (plus metrics polls).
-    connections = max(256, max(sweep.decode_concurrency) + 8)
+    streams = max(sweep.decode_concurrency)
+    if sweep.mixing is not None:  # a mixing point's streams and its prefill
+        streams = max(streams, sweep.mixing.concurrency + 1)
+    connections = max(256, streams + 8)
     async with _clients(needed, clock_ns, connections, keepalive_expiry_s) as clients:
         plans: dict[str, EnginePlan] = {}
+        budgets: dict[str, int | None] = {}
         for entry in selected:
             given = None if limits is None else limits.engines.get(entry.iid)
             progress.update(entry.iid, "preflight", "health, max_model_len, evidence, scheduler")
             plans[entry.iid] = await preflight(entry, clients[entry.iid], sweep, given, limits_path)
+            budgets[entry.iid] = plan_budget(plans[entry.iid], given)
             progress.finish(entry.iid)
         colocations: dict[str, ColocationPlan] = {}
         if colocation is not None:
@@ -149,6 +155,7 @@ async def run_live(
                     sweep.decode_repeats,
                     sweep.decode_tokens,
                 )
+                + (0.0 if sweep.mixing is None else mixing_work(points, sweep.mixing))
             )
         ids = RequestIds(secrets.token_hex(4))
         alone = (scale.parallel_groups or 1) == 1 or len(units) == 1
@@ -165,6 +172,7 @@ async def run_live(
                     clock_ns,
                     colocations.get(entry.iid),
                     ramp_chores=alone,
+                    budget=budgets[entry.iid],
                 )
                 if state.interrupted:  # Ctrl-C whose cancellation a library swallowed: stop
                     raise asyncio.CancelledError
@@ -190,12 +198,15 @@ async def _measure(
     colocation: ColocationPlan | None,
     *,
     ramp_chores: bool,
+    budget: int | None = None,
 ) -> EngineMeasurement:
     """One engine's sweep between two evidence reads (and health checks).
 
     With ``ramp_chores`` (no other group at work), the prefill fit and gate run while the engine
     prefills a long decode cohort, so its first-fit cost (importing scipy) overlaps the engine's
-    work; otherwise they run after the sweep in a worker thread.
+    work; otherwise they run after the sweep in a worker thread. With ``--mixing`` both fits are
+    made right after the decode sweep (the mixing points are timed and sized from them), then the
+    mixing points run (``budget``: the engine's ``max_num_batched_tokens``, None when unknown).
     """
     probe = plan.probe
     iid = probe.iid
@@ -238,6 +249,25 @@ async def _measure(
                 clock_ns,
                 chores,
             )
+            mixing: MixingResult | None = None
+            early_decode_fit: DecodeFit | None = None
+            if sweep.mixing is not None:
+                if not fits:
+                    fits.append(await asyncio.to_thread(fit_and_gate, iid, prefill))
+                early_decode_fit = await asyncio.to_thread(fit_cohorts, iid, cohorts)
+                mixing = await run_mixing(
+                    probe,
+                    points,
+                    sweep.mixing,
+                    prefill=prefill,
+                    prefill_fit=fits[0],
+                    decode_fit=early_decode_fit,
+                    budget=budget,
+                    prompts=prompts,
+                    ids=ids,
+                    progress=progress,
+                    clock_ns=clock_ns,
+                )
             neighbours = load.finish()
     except ProfileAbortError as exc:
         if exc.engine == iid:
@@ -256,7 +286,11 @@ async def _measure(
     check_unchanged(iid, before, after)
     await check_health(iid, probe.client)
     prefill_fit = fits[0] if fits else await asyncio.to_thread(fit_and_gate, iid, prefill)
-    decode_fit = await asyncio.to_thread(fit_cohorts, iid, cohorts)
+    decode_fit = (
+        early_decode_fit
+        if early_decode_fit is not None
+        else await asyncio.to_thread(fit_cohorts, iid, cohorts)
+    )
     return EngineMeasurement(
         plan=plan,
         sweep_tokens=sweep.decode_tokens,
@@ -271,6 +305,7 @@ async def _measure(
         decode_fit=decode_fit,
         colocation=None if colocation is None else colocation.settings,
         neighbours=neighbours,
+        mixing=mixing,
     )
 
 

@@ -60,6 +60,11 @@ def select_mode(options: ProfileOptions) -> ModePlan:
             raise ProfileUsageError(f"{scale_flag} applies to live sweeps, not to {flag}")
         if options.keepalive_expiry_s is not None:
             raise ProfileUsageError(f"--keepalive-expiry applies to live sweeps, not to {flag}")
+        for mixing_flag in options.mixing_given:
+            raise ProfileUsageError(
+                f"{mixing_flag} applies to live sweeps, not to {flag} (a refit recomputes the "
+                "retained mixing points' prefill work and refits them)"
+            )
         if options.out is None:
             raise ProfileUsageError(f"{flag} requires --out PATH (a fresh profile destination)")
         if neighbours_given:
@@ -74,6 +79,9 @@ def select_mode(options: ProfileOptions) -> ModePlan:
         )
     if options.scale.shard is not None and options.only:
         raise ProfileUsageError("--shard is exclusive with --only")
+    if options.sweep.mixing is None:
+        for mixing_flag in options.mixing_given:
+            raise ProfileUsageError(f"{mixing_flag} requires --mixing")
     if options.out is not None:
         raise ProfileUsageError(
             "--out applies only to --refit-samples and --merge; live sweeps write the fleet's "

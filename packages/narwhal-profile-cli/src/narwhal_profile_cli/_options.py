@@ -5,6 +5,7 @@ Every check here is a usage error (exit 2) whose message names the option and th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -12,10 +13,15 @@ from pathlib import Path
 from typing import Literal
 
 from narwhal_profile_cli._bounds import (
+    DEFAULT_MIXING_CONCURRENCY,
+    DEFAULT_MIXING_PREFILLS,
+    DEFAULT_MIXING_REPEATS,
     MAX_DECODE_CONCURRENCY,
     MAX_DECODE_REPEATS,
     MAX_DECODE_TOKENS,
     MAX_LIST_VALUES,
+    MAX_MIXING_PREFILLS,
+    MAX_MIXING_REPEATS,
     MAX_PREFILL_REPEATS,
     MAX_RATE,
     MAX_TOKENS,
@@ -23,6 +29,7 @@ from narwhal_profile_cli._bounds import (
     MIN_DECODE_INPUT_LENS,
     MIN_DECODE_REPEATS,
     MIN_DECODE_TOKENS,
+    MIN_MIXING_LENS,
     MIN_PREFILL_LENS,
     MIN_PREFILL_REPEATS,
 )
@@ -36,9 +43,25 @@ _FORMATS: tuple[OutputFormat, ...] = ("text", "json")
 
 
 @dataclass(frozen=True, slots=True)
+class MixingOptions:
+    """``--mixing`` and its options: the prefill lengths injected (None: the smallest and the
+    largest of each engine's kept prefill lengths), the decode streams per point, the prefills
+    injected per point and the repeats of each point."""
+
+    lens: tuple[int, ...] | None = None
+    concurrency: int = DEFAULT_MIXING_CONCURRENCY
+    prefills: int = DEFAULT_MIXING_PREFILLS
+    repeats: int = DEFAULT_MIXING_REPEATS
+
+
+MIXING_OPTIONS = ("--mixing-lens", "--mixing-concurrency", "--mixing-prefills", "--mixing-repeats")
+
+
+@dataclass(frozen=True, slots=True)
 class SweepOptions:
     """The sweep options as supplied: candidate points and counts, before any engine's limits
-    (what a sweep actually used is the store's ``SweepSettings``)."""
+    (what a sweep actually used is the store's ``SweepSettings``). ``mixing`` is None unless
+    ``--mixing`` was given."""
 
     prefill_lens: tuple[int, ...]
     decode_input_lens: tuple[int, ...]
@@ -46,6 +69,7 @@ class SweepOptions:
     decode_tokens: int
     prefill_repeats: int
     decode_repeats: int
+    mixing: MixingOptions | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +134,8 @@ class ProfileOptions:
     scale: ScaleOut = field(default_factory=lambda: ScaleOut())
     keepalive_expiry_s: float | None = None
     """``--keepalive-expiry`` (None: the engine client's default, 4 s)."""
+    mixing_given: tuple[str, ...] = ()
+    """The ``--mixing`` flags supplied (``--mixing`` itself included), for the mode checks."""
 
 
 def _show(raw: str) -> str:
@@ -256,7 +282,11 @@ def validate(raw: RawOptions) -> ProfileOptions:
             minimum=MIN_DECODE_REPEATS,
             maximum=MAX_DECODE_REPEATS,
         ),
+        mixing=None,
     )
+    mixing, mixing_given = _mixing(raw)
+    if raw.mixing:
+        sweep = dataclasses.replace(sweep, mixing=mixing)
     neighbours = NeighbourValues(
         prefill_rps=_maybe_rate("--neighbour-prefill-rps", raw.neighbour_prefill_rps),
         decode_rps=_maybe_rate("--neighbour-decode-rps", raw.neighbour_decode_rps),
@@ -292,7 +322,35 @@ def validate(raw: RawOptions) -> ProfileOptions:
         keepalive_expiry_s=None
         if raw.keepalive_expiry is None
         else parse_rate("--keepalive-expiry", raw.keepalive_expiry, maximum=MAX_KEEPALIVE_S),
+        mixing_given=mixing_given,
     )
+
+
+def _mixing(raw: RawOptions) -> tuple[MixingOptions, tuple[str, ...]]:
+    """The mixing options (every given value checked, with or without ``--mixing``) and the
+    flags given."""
+    values = (raw.mixing_lens, raw.mixing_concurrency, raw.mixing_prefills, raw.mixing_repeats)
+    given = tuple(flag for flag, v in zip(MIXING_OPTIONS, values, strict=True) if v is not None)
+    defaults = MixingOptions()
+    options = MixingOptions(
+        lens=None
+        if raw.mixing_lens is None
+        else parse_int_list("--mixing-lens", raw.mixing_lens, min_distinct=MIN_MIXING_LENS),
+        concurrency=defaults.concurrency
+        if raw.mixing_concurrency is None
+        else parse_positive_int(
+            "--mixing-concurrency", raw.mixing_concurrency, maximum=MAX_DECODE_CONCURRENCY
+        ),
+        prefills=defaults.prefills
+        if raw.mixing_prefills is None
+        else parse_positive_int(
+            "--mixing-prefills", raw.mixing_prefills, maximum=MAX_MIXING_PREFILLS
+        ),
+        repeats=defaults.repeats
+        if raw.mixing_repeats is None
+        else parse_positive_int("--mixing-repeats", raw.mixing_repeats, maximum=MAX_MIXING_REPEATS),
+    )
+    return options, (("--mixing",) if raw.mixing else ()) + given
 
 
 def _maybe_rate(option: str, raw: str | None) -> float | None:

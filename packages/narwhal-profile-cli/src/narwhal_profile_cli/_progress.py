@@ -41,6 +41,17 @@ def sweep_weight(
     return prefill + decode
 
 
+def mixing_weight(input_len: int, concurrency: int, prefill_len: int, prefills: int) -> float:
+    """Work units of one mixing point: the streams' ramp, two quiet stretches (20 steps, at least
+    0.1 s each) and the prefills, each followed by two more TTFTs of decoding."""
+    quiet = max(20 * _STEP_S, 0.1)
+    return (
+        concurrency * prefill_weight(input_len)
+        + 2 * quiet
+        + 3 * prefills * prefill_weight(prefill_len)
+    )
+
+
 def _duration(seconds: float) -> str:
     seconds = max(0, round(seconds))
     hours, rest = divmod(seconds, 3600)

@@ -1,5 +1,6 @@
-"""Fit quality on screen: each profile's prefill and decode errors, and a warning
-naming the worst point and its likely cause when a decode fit is beyond the bounds.
+"""Fit quality on screen: each profile's prefill and decode errors (and its mixing fit's share,
+step and errors when it has one), and a warning naming the worst point and its likely cause when a
+decode fit is beyond the bounds.
 
 The seed gates only the prefill fit; a decode fit beyond the same figures (narwhal-store's
 ``DECODE_MEAN_BOUND`` mean and ``DECODE_WORST_BOUND`` worst-point relative error) is stored (the
@@ -24,25 +25,39 @@ FEW_INTERVALS = 8
 """A cohort whose streams had fewer in-window intervals than this gives a noisy TPOT."""
 
 
+def mixing_figure(fit: FitDoc) -> dict[str, Any]:
+    """A mixing fit's coefficients (``share``, ``step_s``) and its errors, when it has them."""
+    figure: dict[str, Any] = {
+        "share": fit.coefficients.get("share"),
+        "step_s": fit.coefficients.get("step_s"),
+    }
+    quality = FitQuality.of(fit)
+    if quality is not None:
+        figure.update(quality.to_dict())
+    return figure
+
+
 def fit_figures(profiles: Sequence[Profile]) -> list[dict[str, Any]]:
     """Per profile: its engine, key label, the prefill and decode errors and its scheduler
-    settings (null when the store predates them) (JSON result)."""
+    settings (null when the store predates them) (JSON result), and ``mixing`` (its share, step_s
+    and errors) only for a profile with a mixing fit."""
     figures = []
     for profile in profiles:
         prefill = FitQuality.of(profile.prefill_fit)
         decode = None if profile.decode_fit is None else FitQuality.of(profile.decode_fit)
-        figures.append(
-            {
-                "engine": profile.key.engine,
-                "key": profile.key.label(),
-                "prefill": None if prefill is None else prefill.to_dict(),
-                "decode": None if decode is None else decode.to_dict(),
-                "decode_suspect": None if decode is None else decode_fit_suspect(decode),
-                "scheduler": None
-                if profile.scheduler is None
-                else profile.scheduler.model_dump(mode="json"),
-            }
-        )
+        figure = {
+            "engine": profile.key.engine,
+            "key": profile.key.label(),
+            "prefill": None if prefill is None else prefill.to_dict(),
+            "decode": None if decode is None else decode.to_dict(),
+            "decode_suspect": None if decode is None else decode_fit_suspect(decode),
+            "scheduler": None
+            if profile.scheduler is None
+            else profile.scheduler.model_dump(mode="json"),
+        }
+        if profile.mixing_fit is not None:
+            figure["mixing"] = mixing_figure(profile.mixing_fit)
+        figures.append(figure)
     return figures
 
 
@@ -52,17 +67,32 @@ def _pct(figure: dict[str, Any] | None) -> str:
     return f"mean {figure['mean_rel_error']:.1%} worst {figure['worst_rel_error']:.1%}"
 
 
+def _mixing_text(figure: dict[str, Any]) -> str:
+    """``share 0.98, step 0.7 ms, mean 3.1% worst 8.0%``."""
+    parts = []
+    if isinstance(figure.get("share"), int | float):
+        parts.append(f"share {figure['share']:.2f}")
+    if isinstance(figure.get("step_s"), int | float):
+        parts.append(f"step {figure['step_s'] * 1e3:.2f} ms")
+    text = ", ".join(parts)
+    if "mean_rel_error" in figure:
+        text += f", {_pct(figure)}"
+    return text
+
+
 def fit_lines(figures: Sequence[dict[str, Any]]) -> list[str]:
-    """One text line per profile, ``IID: prefill fit mean 2.1% worst 4.0%; decode fit ...``, then,
-    when the profile records them, ``IID: scheduler: budget 2048 tokens (engine), ...``."""
+    """One text line per profile, ``IID: prefill fit mean 2.1% worst 4.0%; decode fit ...`` (and
+    ``; mixing fit share 0.98, step 0.70 ms, mean 3.1% worst 8.0%`` when it has one), then, when
+    the profile records them, ``IID: scheduler: budget 2048 tokens (engine), ...``."""
     repeated = Counter(f["engine"] for f in figures)
     lines = []
     for f in figures:
         name = f["key"] if repeated[f["engine"]] > 1 else f["engine"]
         flag = " (beyond the decode bounds)" if f["decode_suspect"] else ""
-        lines.append(
-            f"{name}: prefill fit {_pct(f['prefill'])}; decode fit {_pct(f['decode'])}{flag}"
-        )
+        line = f"{name}: prefill fit {_pct(f['prefill'])}; decode fit {_pct(f['decode'])}{flag}"
+        if f.get("mixing") is not None:
+            line += f"; mixing fit {_mixing_text(f['mixing'])}"
+        lines.append(line)
         if f.get("scheduler") is not None:
             lines.append(f"{name}: scheduler: {scheduler_summary(f['scheduler'])}")
     return lines

@@ -5,8 +5,11 @@ it (``profiles.json``) must exist too, because it records each profile's binding
 of its samples, which is what proves the retained samples generation-bound and unaltered. Each
 profile's TTFT is refitted from the per-length medians of every retained raw timing with today's
 ``narwhal_fit.fit_prefill`` and must pass the reference's gates; the decode fits are kept exactly
-as recorded. The new store and sidecar (mode ``refit``) keep the raw samples and evidence and
-record the source sidecar and store with their SHA-256 in ``sources``.
+as recorded. A profile with mixing points (``--mixing``) keeps them, each with its ``work_s``
+(``b·L + c·L²``) recomputed from the refitted TTFT, and its mixing fit is refitted from them (none
+when too few are valid). The new store and sidecar (mode ``refit``) keep the raw samples and
+evidence and record the source sidecar and store with their SHA-256 in ``sources``; they are
+``format_version`` 2 exactly when they hold mixing points or a mixing fit.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import narwhal_fit
-from narwhal_fit import PrefillFit
+from narwhal_fit import FitError, MixingPoint, PrefillFit, fit_mixing, prefill_work_s
 from narwhal_profile_cli._assemble import generator
 from narwhal_profile_cli._errors import ProfileUsageError
 from narwhal_profile_cli._prefill_gate import FitPrefill, gated_prefill_fit
@@ -28,6 +31,8 @@ from narwhal_profile_cli._refit_inputs import (
 from narwhal_store import (
     PENDING_SHA256,
     LoadedFleet,
+    MixingFitDoc,
+    MixingSample,
     PrefillFitDoc,
     Profile,
     ProfileSamples,
@@ -72,12 +77,18 @@ def refit_from_samples(
     for profile in loaded.store.profiles:
         entry = loaded.samples(profile.key)
         refitted = _refit_prefill(profile, entry, fit)
+        mixing_fit: MixingFitDoc | None = None
+        if entry.mixing_samples:
+            mixing = [_rework(sample, refitted) for sample in entry.mixing_samples]
+            entry = entry.model_copy(update={"mixing_samples": mixing})
+            mixing_fit = _refit_mixing(mixing)
         profiles.append(
             profile.model_copy(
                 update={
                     "prefill_fit": PrefillFitDoc.model_validate(refitted.to_dict()),
                     "decode_fit": entry.decode_fit,
                     "samples_sha256": PENDING_SHA256,
+                    "mixing_fit": mixing_fit,
                 }
             )
         )
@@ -98,6 +109,34 @@ def refit_from_samples(
         ],
     )
     return write_fresh_out(out, store, sidecar)
+
+
+def _rework(sample: MixingSample, prefill: PrefillFit) -> MixingSample:
+    """The mixing point with its prefill work recomputed from the refitted TTFT (a point refused
+    before it was sent keeps none if it had none)."""
+    if sample.work_s is None:
+        return sample
+    work = prefill_work_s(prefill.coefficients, sample.prefill_len)
+    return sample.model_copy(update={"work_s": work})
+
+
+def _refit_mixing(samples: list[MixingSample]) -> MixingFitDoc | None:
+    """The mixing fit of the valid points, or None when they cannot make one."""
+    points = [
+        MixingPoint(
+            work_s=s.work_s,
+            chunks=s.chunks,
+            loss_s=s.loss_s,
+            prefill_len=s.prefill_len,
+            input_len=s.input_len,
+        )
+        for s in samples
+        if s.valid and s.loss_s is not None and s.work_s is not None and s.chunks is not None
+    ]
+    try:
+        return MixingFitDoc.model_validate(fit_mixing(points).to_dict())
+    except FitError:
+        return None
 
 
 def _refit_prefill(profile: Profile, entry: ProfileSamples, fit: FitPrefill) -> PrefillFit:

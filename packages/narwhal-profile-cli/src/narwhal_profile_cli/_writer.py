@@ -102,6 +102,8 @@ class StoreWriter:
                 colocated=iid in self._colocations,
             )
         )
+        if measurement.mixing is not None:
+            lines.extend(measurement.mixing.warnings(iid))
         store, sidecar = documents(fleet, state.in_fleet_order(state.measured))
         mode: Literal["fresh", "replace"] = (
             "replace" if self._overwrite or state.written > 0 else "fresh"
