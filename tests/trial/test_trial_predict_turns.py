@@ -63,9 +63,7 @@ def measured(mode: SchedulerMode, rate: float) -> float:
     """The attainment of a trial on the simulator's scheduler."""
     stamps = _trial(mode, rate)
     good = sum(
-        1
-        for s in stamps
-        if s.ttft <= TTFT_S and (s.tokens[-1] - s.tokens[0]) / (OUT - 1) <= TPOT_S
+        1 for s in stamps if s.ttft <= TTFT_S and (s.tokens[-1] - s.tokens[0]) / (OUT - 1) <= TPOT_S
     )
     return good / N
 
@@ -103,9 +101,8 @@ def mixing_points(mode: SchedulerMode) -> list[MixingPoint]:
             engine = gpu.engine(PRESET, scheduler=mode)
             loop = asyncio.get_running_loop()
             streams = [gpu.submit(engine, IN, 200) for _ in range(MIXING_STREAMS)]
-            while any(not s.tokens for s in streams):
-                await asyncio.sleep(0.001)
-            await asyncio.sleep(0.2)  # quiet
+            await asyncio.sleep(0.3)  # their prefill step (about 50 ms), then quiet
+            assert all(s.tokens for s in streams)
             first_send = loop.time()
             prefills = []
             for k in range(MIXING_PREFILLS):
