@@ -51,8 +51,9 @@ def test_mixing_sweep_fits_a_share_near_one_and_refits(
     done = kit.run("--fleet", fleet.fleet_path, *kit.small_sweep, "--mixing")
     assert done.returncode == 0, done.stderr
     store_path, sidecar_path = kit.outputs(fleet)
-    (line, _) = done.stdout.splitlines()
+    (line, scheduler, _) = done.stdout.splitlines()  # fits, scheduler settings, the store
     assert line.startswith("e0: prefill fit mean ") and "; mixing fit share " in line, line
+    assert scheduler.startswith("e0: scheduler: budget "), scheduler
     loaded = read_store(store_path)  # verifies the pair
     assert loaded.store.format_version == loaded.sidecar.format_version == 2
     (profile,) = loaded.store.profiles

@@ -107,7 +107,7 @@ class SuiteChecks:
         """vLLM's own counters over the sweep match the sidecar exactly: prompt tokens (the
         prompts were exact), generated tokens, inter-token intervals (one per token after the
         first of each decode stream), and the completion POSTs in the server's access log (the
-        evidence the refusal tests rely on)."""
+        evidence the refusal tests rely on), the mixing points' streams and prefills included."""
         shape = suite.shape
         streams = decode_streams(suite)
         samples = suite.samples_doc()
@@ -116,14 +116,22 @@ class SuiteChecks:
             length * len(p["ttft_s"])
             for p, length in ((p, p["length"]) for p in samples["prefill_samples"])
         ) + sum(c["input_len"] * c["concurrency"] for c in samples["decode_samples"])
+        # the mixing points (--mixing): decode streams and one-token prefills injected beside them
+        mixing = samples.get("mixing_samples", [])
+        mixing_streams = [s for m in mixing for s in m["streams"]]
+        injected = [p for m in mixing for p in m["prefills"]]
+        sweep_prompt += sum(m["input_len"] * len(m["streams"]) for m in mixing)
+        sweep_prompt += sum(m["prefill_len"] * len(m["prefills"]) for m in mixing)
         generated = delta(suite.before, suite.after, "vllm:generation_tokens_total")
         prompt = delta(suite.before, suite.after, "vllm:prompt_tokens_total")
         intervals = delta(suite.before, suite.after, "vllm:inter_token_latency_seconds_count")
         # One unscored warm-up request (one output token, a prompt of a prefill length).
-        assert generated == prefills + 1 + len(streams) * shape.decode_tokens
+        mixing_generated = sum(sum(s["chunk_tokens"]) for s in mixing_streams) + len(injected)
+        assert generated == prefills + 1 + len(streams) * shape.decode_tokens + mixing_generated
         assert prompt - sweep_prompt in shape.prefill_lens, (prompt, sweep_prompt)
-        assert intervals == sum(sum(s["chunk_tokens"]) - 1 for s in streams)
-        assert suite.posts[1] - suite.posts[0] == prefills + 1 + len(streams), suite.posts
+        assert intervals == sum(sum(s["chunk_tokens"]) - 1 for s in streams + mixing_streams)
+        posts = prefills + 1 + len(streams) + len(mixing_streams) + len(injected)
+        assert suite.posts[1] - suite.posts[0] == posts, suite.posts
 
     def test_max_model_len_from_tokenize_and_models(self, suite: Suite) -> None:
         """/tokenize and /v1/models both say 4096, and so do the profile and the workload."""

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from narwhal_store import StoreError, load_fleet, load_limits, read_store
+from narwhal_trial._calibrate import calibrate
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget, fleet_model
-from narwhal_trial._prediction import EngineSettings, Inputs, Prediction
+from narwhal_trial._prediction import CalibrationDoc, EngineSettings, Inputs, Prediction
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._rates import find_max_rate, predict_rate
 from narwhal_trial._vtime import TrialShape
@@ -37,6 +38,8 @@ class PredictRequest:
     find_max_rate: bool
     replications: int = 1
     seed: int = 0
+    calibrate: Path | None = None
+    apply_calibration: bool = False
 
 
 def load_model(req: PredictRequest) -> tuple[FleetModel, Inputs]:
@@ -93,7 +96,26 @@ def predict(req: PredictRequest) -> Prediction:
         raise TrialUsageError(
             f"--replications must be 1 to {MAX_REPLICATIONS}, got {req.replications}"
         )
+    if req.apply_calibration and req.calibrate is None:
+        raise TrialUsageError("--apply-calibration needs --calibrate RUN (the run it corrects by)")
     model, inputs = load_model(req)
+    calibration = None
+    if req.calibrate is not None:
+        model, found = calibrate(model, str(req.calibrate), req.shape, apply=req.apply_calibration)
+        calibration = CalibrationDoc(
+            run=found.run,
+            rate=found.rate,
+            requests=found.requests,
+            input_tokens=found.input_tokens,
+            output_tokens=found.output_tokens,
+            measured_ttft_p50_s=found.measured_ttft_p50,
+            measured_tpot_p50_s=found.measured_tpot_p50,
+            predicted_ttft_p50_s=found.predicted_ttft_p50,
+            predicted_tpot_p50_s=found.predicted_tpot_p50,
+            prefill_factor=found.prefill_factor,
+            decode_factor=found.decode_factor,
+            applied=found.applied,
+        )
     reps, seed = req.replications, req.seed
     at_rate = (
         None
@@ -110,6 +132,7 @@ def predict(req: PredictRequest) -> Prediction:
     return Prediction(
         generator=f"narwhal-trial {dist_version('narwhal-trial')}",
         inputs=inputs,
+        calibration=calibration,
         prediction=at_rate,
         search=search,
     )

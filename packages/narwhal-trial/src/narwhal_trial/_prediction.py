@@ -109,6 +109,29 @@ class EngineSettings(AliasedDoc):
     mixing_detail: str = Field(description="which model and why, in words")
 
 
+class CalibrationDoc(AliasedDoc):
+    """``--calibrate RUN``: the run against the prediction at its rate, and the correction."""
+
+    run: str = Field(description="the run folder")
+    rate: float
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    measured_ttft_p50_s: float = Field(description="median TTFT of the run's completed requests")
+    measured_tpot_p50_s: float
+    predicted_ttft_p50_s: float = Field(description="the profiles' prediction at the run's rate")
+    predicted_tpot_p50_s: float
+    prefill_factor: float = Field(
+        description="on every engine's prefill fit, so the predicted median TTFT at the run's "
+        "rate equals the measured one (with decode_factor)"
+    )
+    decode_factor: float = Field(description="on every engine's decode fit and mixing step")
+    applied: bool = Field(
+        description="true: this prediction uses the corrected fits (--apply-calibration); "
+        "false: reported only, the prediction is the profiles' own"
+    )
+
+
 class Inputs(AliasedDoc):
     """The files and settings the prediction used."""
 
@@ -143,6 +166,9 @@ class Prediction(AliasedDoc):
     format_version: Literal[3] = 3
     generator: str = Field(description="narwhal-trial <version>")
     inputs: Inputs
+    calibration: CalibrationDoc | None = Field(
+        default=None, description="with --calibrate RUN: the correction, and whether it is applied"
+    )
     prediction: RatePrediction | None = Field(description="at --rate; null without it")
     search: RateSearch | None = Field(description="with --find-max-rate")
 
@@ -206,6 +232,15 @@ def render_text(doc: Prediction) -> str:
             f"({e.chunked_prefill_source}), max_num_seqs {seqs} ({e.max_num_seqs_source})"
         )
         lines.append(f"  {iid}: mixing {e.mixing_detail}")
+    c = doc.calibration
+    if c is not None:
+        used = "APPLIED to this prediction" if c.applied else "not applied: --apply-calibration"
+        lines.append(
+            f"calibration from {c.run} ({c.requests} requests at {c.rate:g}/s): measured TTFT p50 "
+            f"{_ms(c.measured_ttft_p50_s)}, TPOT p50 {_ms(c.measured_tpot_p50_s)}; predicted "
+            f"{_ms(c.predicted_ttft_p50_s)}, {_ms(c.predicted_tpot_p50_s)} -> prefill x"
+            f"{c.prefill_factor:.3f}, decode x{c.decode_factor:.3f} ({used})"
+        )
     if doc.prediction is not None:
         lines += rate_lines(doc.prediction)
     if doc.search is not None:

@@ -317,6 +317,23 @@ def predict(
         int,
         typer.Option("--seed", min=0, help="Seed of the replications (same seed, same result)."),
     ] = 0,
+    calibrate: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibrate",
+            help="A run folder of a trial of this fleet: compare its median TTFT and TPOT with "
+            "the prediction at its own rate and report the correction (one factor on every "
+            "engine's prefill fit, one on its decode fit) that makes them agree. Reported only, "
+            "unless --apply-calibration.",
+        ),
+    ] = None,
+    apply_calibration: Annotated[
+        bool,
+        typer.Option(
+            "--apply-calibration",
+            help="Predict with the --calibrate correction applied (the prediction says so).",
+        ),
+    ] = False,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the JSON document instead of the text.")
     ] = False,
@@ -352,6 +369,8 @@ def predict(
             find_max_rate=find_max_rate,
             replications=replications,
             seed=seed,
+            calibrate=calibrate,
+            apply_calibration=apply_calibration,
         )
         code, text = predict_command(req, as_json=json_out, out=out)
     except TrialError as exc:
