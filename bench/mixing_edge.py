@@ -46,7 +46,7 @@ from tools.conformance._server import SERVED_MODEL, running  # noqa: E402
 from tools.conformance._suite import DEFAULT_SHAPE, DRAIN_GAUGES, Shape  # noqa: E402
 from tools.conformance._venv import default_venv, ensure_venv  # noqa: E402 - after the path
 
-from narwhal_sim.testing import free_port, start_sim_fleet  # noqa: E402 - after the path
+from narwhal_sim.testing import free_port, sim_config, start_sim_fleet  # noqa: E402 - after the path
 from narwhal_store import (  # noqa: E402 - after the path
     Generator,
     new_documents,
@@ -71,7 +71,7 @@ def target(name: str, work: Path) -> Iterator[tuple[str, Shape, Path | None]]:
     if name.startswith("sim-"):
         config = {"scheduler": name.removeprefix("sim-"), "dev_mode": True}
         fleet = start_sim_fleet(
-            work / "sim", [{"iid": "sim-0", "role": "mixed"}], sim_config={"defaults": config}
+            work / "sim", [{"iid": "sim-0", "role": "mixed"}], sim_config=sim_config(config)
         )
         try:
             yield fleet.urls["sim-0"], SIM_SHAPE, None
@@ -133,7 +133,7 @@ def measure(name: str, work: Path, requests: int) -> dict[str, Any]:
     """Profile, predict before and after, and measure the edge of one target."""
     with target(name, work) as (url, shape, limits):
         iid = "sim-0" if name.startswith("sim-") else "vllm-0"
-        model = "llama-3.1-8b" if name.startswith("sim-") else SERVED_MODEL
+        model = "meta-llama/Llama-3.1-8B-Instruct" if name.startswith("sim-") else SERVED_MODEL
         cmd.write_fleet(work, url, iid=iid, model=model)
         given = [] if limits is None else ["--limits", str(limits)]
         started = time.monotonic()
