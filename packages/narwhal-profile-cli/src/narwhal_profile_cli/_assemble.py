@@ -23,7 +23,6 @@ from narwhal_store import (
     Colocation,
     DecodeFitDoc,
     DecodeSample,
-    DecodeStream,
     EngineFacts,
     Evidence,
     Generator,
@@ -91,16 +90,7 @@ def _decode_sample(cohort: Cohort) -> DecodeSample:
         repeat=cohort.repeat,
         valid=point is not None,
         reason=cohort.reason,
-        streams=[
-            DecodeStream(
-                request_id=s.request_id,
-                send_ns=s.send_ns,
-                chunk_ns=s.chunk_ns,
-                chunk_tokens=s.chunk_tokens,
-                resends=s.resends,
-            )
-            for s in cohort.streams
-        ],
+        streams=[s.record() for s in cohort.streams],
         tpot_s=None if point is None else point.tpot_s,
         ctx=None if point is None else point.ctx,
         burst_share=cohort.burst_share,

@@ -38,7 +38,7 @@ from narwhal_profile_cli._requests import (
     transport_failure,
     verify,
 )
-from narwhal_store import Remeasured
+from narwhal_store import DecodeStream, Remeasured
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,16 @@ class StreamTrace:
     chunk_ns: list[int]
     chunk_tokens: list[int]
     resends: int = 0
+
+    def record(self) -> DecodeStream:
+        """The sidecar's record of the stream."""
+        return DecodeStream(
+            request_id=self.request_id,
+            send_ns=self.send_ns,
+            chunk_ns=self.chunk_ns,
+            chunk_tokens=self.chunk_tokens,
+            resends=self.resends,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,7 @@ from narwhal_profile_cli._requests import (
     transport_failure,
     verify,
 )
-from narwhal_store import DecodeStream, EngineLimits, InjectedPrefill, MixingSample
+from narwhal_store import EngineLimits, InjectedPrefill, MixingSample
 
 __all__ = [
     "DEFAULT_BATCHED_TOKENS",
@@ -207,16 +207,7 @@ class MixingRun:
             repeat=self.repeat,
             valid=self.valid,
             reason=self.reason,
-            streams=[
-                DecodeStream(
-                    request_id=s.request_id,
-                    send_ns=s.send_ns,
-                    chunk_ns=s.chunk_ns,
-                    chunk_tokens=s.chunk_tokens,
-                    resends=s.resends,
-                )
-                for s in self.streams
-            ],
+            streams=[s.record() for s in self.streams],
             prefills=list(self.prefills),
             loss_s=self.loss_s,
             work_s=self.work_s,

@@ -1,14 +1,14 @@
 """``predict --calibrate RUN``: one measured trial of the same fleet against the prediction at its
 own rate, and the correction that makes them agree (docs/design.md §13).
 
-The prediction at the run's rate, shape and request count (the fits alone, deterministic) is
-compared with what the run measured: the median TTFT and TPOT of its completed requests. The
-correction is one factor on every engine's prefill fit (``a``, ``b``, ``c``) and one on its decode
-fit (``d0``, ``d1``, ``d2`` and the mixing's ``step_s``), found by fixed-point iteration so that
-the corrected prediction's medians equal the measured ones at that rate: the engine as it ran
-then, against the engine the profile measured. It is reported always and applied only with
-``--apply-calibration``; the prediction then says so. This is the observed-against-expected
-correction a run-time planner applies, made visible.
+The prediction at the run's rate, shape and request count (over the same replications of the
+profiles' spread as the prediction) is compared with what the run measured: the median TTFT and
+TPOT of its completed requests. The correction is one factor on every engine's prefill fit
+(``a``, ``b``, ``c``) and one on its decode fit (``d0``, ``d1``, ``d2`` and the mixing's
+``step_s``), found by fixed-point iteration so that the corrected prediction's medians equal the
+measured ones at that rate: the engine as it ran then, against the engine the profile measured.
+It is reported always and applied only with ``--apply-calibration``; the prediction then says so.
+This is the observed-against-expected correction a run-time planner applies, made visible.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from narwhal_trial._errors import ReadError, TrialUsageError
-from narwhal_trial._model import FleetModel
+from narwhal_trial._model import FleetModel, scale_fits
 from narwhal_trial._runfolder import TrialRun, read_run
 from narwhal_trial._vtime import EngineModel, TrialShape, simulate
 
@@ -27,8 +27,8 @@ from narwhal_trial._vtime import EngineModel, TrialShape, simulate
 MIN_COMPLETED = 10
 #: Factors beyond this range mean another fleet (or a broken run), not a drift: refused.
 FACTOR_RANGE = (0.2, 5.0)
-_ROUNDS = 20
-_CONVERGED = 1e-4
+_ROUNDS = 12
+_CONVERGED = 1e-3
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,19 +52,7 @@ class Calibration:
 def scale_engines(engines: list[EngineModel], prefill: float, decode: float) -> list[EngineModel]:
     """Every engine's prefill fit times ``prefill``, decode fit (and mixing step) times
     ``decode``."""
-    return [
-        dataclasses.replace(
-            m,
-            a=m.a * prefill,
-            b=m.b * prefill,
-            c=m.c * prefill,
-            d0=m.d0 * decode,
-            d1=m.d1 * decode,
-            d2=m.d2 * decode,
-            step_s=m.step_s * decode,
-        )
-        for m in engines
-    ]
+    return [scale_fits(m, prefill, decode) for m in engines]
 
 
 def _read(path: str) -> TrialRun:
@@ -74,19 +62,42 @@ def _read(path: str) -> TrialRun:
         raise TrialUsageError(f"--calibrate {path}: {exc}") from exc
 
 
-def _medians(engines: list[EngineModel], shape: TrialShape, rate: float) -> tuple[float, float]:
-    out = simulate(engines, shape, rate)
-    if not out.ttft:
+def _medians(
+    model: FleetModel,
+    engines: list[EngineModel],
+    shape: TrialShape,
+    rate: float,
+    replications: int,
+    seed: int,
+) -> tuple[float, float]:
+    """The median TTFT and TPOT over every replication's requests (as ``predict`` reports)."""
+    ttft: list[float] = []
+    tpot: list[float] = []
+    replicas = model.replicas(seed, replications) if replications > 1 else [None]
+    for replica in replicas:
+        out = simulate(engines, shape, rate, replica)
+        ttft += out.ttft
+        tpot += out.tpot
+    if not ttft:
         return 0.0, 0.0
-    return statistics.median(out.ttft), statistics.median(out.tpot)
+    return statistics.median(ttft), statistics.median(tpot)
 
 
 def calibrate(
-    model: FleetModel, path: str, shape: TrialShape, *, apply: bool
+    model: FleetModel,
+    path: str,
+    shape: TrialShape,
+    *,
+    apply: bool,
+    replications: int = 1,
+    seed: int = 0,
 ) -> tuple[FleetModel, Calibration]:
     """Read run ``path``, compare, and return the model (corrected when ``apply``) and the
     calibration. ``shape`` gives the settings no run records (the KV transfer, the budget
-    override); the run gives its own tokens, request count and in-flight cap."""
+    override); the run gives its own tokens, request count and in-flight cap. The prediction's
+    medians are over ``replications`` of the profiles' spread (as ``predict`` runs them): at a
+    loaded rate the spread makes requests overlap that the fits alone keep apart, and a
+    correction of the fits alone would charge that overlap to the engine's speed."""
     run = _read(path)
     summary, manifest = run.summary, run.manifest
     if not summary.client_schedule_valid:
@@ -110,12 +121,14 @@ def calibrate(
         max_in_flight=summary.max_in_flight,
     )
     base = model.engines
-    p_ttft, p_tpot = _medians(base, run_shape, manifest.rate)
+    p_ttft, p_tpot = _medians(model, base, run_shape, manifest.rate, replications, seed)
     if p_ttft <= 0 or (manifest.output_tokens > 1 and p_tpot <= 0):
         raise TrialUsageError(f"--calibrate {path}: the prediction at its rate sends nothing")
     fp = fd = 1.0
     for _ in range(_ROUNDS):
-        c_ttft, c_tpot = _medians(scale_engines(base, fp, fd), run_shape, manifest.rate)
+        c_ttft, c_tpot = _medians(
+            model, scale_engines(base, fp, fd), run_shape, manifest.rate, replications, seed
+        )
         step_p = ttft / c_ttft if c_ttft > 0 else 1.0
         step_d = tpot / c_tpot if c_tpot > 0 else 1.0
         fp, fd = fp * step_p, fd * step_d

@@ -62,22 +62,25 @@ class FleetModel:
 
     def scaled(self, sign: int) -> list[EngineModel]:
         """Every fit off by its worst relative residual (``sign`` +1: slower, -1: faster)."""
-        out = []
-        for m in self.engines:
-            fp = 1 + sign * self.prefill_error[m.iid]
-            fd = 1 + sign * self.decode_error[m.iid]
-            out.append(
-                dataclasses.replace(
-                    m,
-                    a=m.a * fp,
-                    b=m.b * fp,
-                    c=m.c * fp,
-                    d0=m.d0 * fd,
-                    d1=m.d1 * fd,
-                    d2=m.d2 * fd,
-                )
-            )
-        return out
+        return [
+            scale_fits(m, 1 + sign * self.prefill_error[m.iid], 1 + sign * self.decode_error[m.iid])
+            for m in self.engines
+        ]
+
+
+def scale_fits(m: EngineModel, prefill: float, decode: float) -> EngineModel:
+    """``m`` with its prefill fit times ``prefill`` and its decode fit (and mixing step) times
+    ``decode``."""
+    return dataclasses.replace(
+        m,
+        a=m.a * prefill,
+        b=m.b * prefill,
+        c=m.c * prefill,
+        d0=m.d0 * decode,
+        d1=m.d1 * decode,
+        d2=m.d2 * decode,
+        step_s=m.step_s * decode,
+    )
 
 
 def _worst(fit: FitDoc | None) -> float:

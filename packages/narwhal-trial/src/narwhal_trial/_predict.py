@@ -101,7 +101,14 @@ def predict(req: PredictRequest) -> Prediction:
     model, inputs = load_model(req)
     calibration = None
     if req.calibrate is not None:
-        model, found = calibrate(model, str(req.calibrate), req.shape, apply=req.apply_calibration)
+        model, found = calibrate(
+            model,
+            str(req.calibrate),
+            req.shape,
+            apply=req.apply_calibration,
+            replications=req.replications,
+            seed=req.seed,
+        )
         calibration = CalibrationDoc(
             run=found.run,
             rate=found.rate,
