@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from narwhal_fit import DecodePoint, fit_decode, fit_prefill, prefill_work_s
+from narwhal_profile_cli import _mixing_plan as mp
 from narwhal_profile_cli import _mixing_sweep as ms
 from narwhal_profile_cli._metrics_watch import MetricsWatch, Observation
 from narwhal_profile_cli._modes import select_mode
@@ -114,26 +115,26 @@ def test_plan_budget() -> None:
         chunked_prefill=BoolSetting(value=True, source="engine"),
     )
     limits = EngineLimits(max_num_batched_tokens=4096)
-    assert ms.plan_budget(SimpleNamespace(scheduler=known), limits) == 2048
+    assert mp.plan_budget(SimpleNamespace(scheduler=known), limits) == 2048
     unknown = SimpleNamespace(scheduler=SchedulerSettings.unknown())
-    assert ms.plan_budget(unknown, limits) == 4096
-    assert ms.plan_budget(SimpleNamespace(), limits) == 4096
-    assert ms.plan_budget(SimpleNamespace(), EngineLimits(max_num_seqs=8)) is None
-    assert ms.plan_budget(object()) is None
-    assert ms.DEFAULT_BATCHED_TOKENS == 8192
+    assert mp.plan_budget(unknown, limits) == 4096
+    assert mp.plan_budget(SimpleNamespace(), limits) == 4096
+    assert mp.plan_budget(SimpleNamespace(), EngineLimits(max_num_seqs=8)) is None
+    assert mp.plan_budget(object()) is None
+    assert mp.DEFAULT_BATCHED_TOKENS == 8192
 
 
 def test_concurrency_and_lengths() -> None:
     """A limit leaves the prefill a slot; the default lengths are the sweep's extremes."""
-    assert ms.mixing_concurrency(4, None) == 4
-    assert ms.mixing_concurrency(4, 16) == 4
-    assert ms.mixing_concurrency(4, 4) == 3
-    assert ms.mixing_concurrency(4, 1) == 1
-    assert ms.mixing_lens(MixingOptions(), (256, 1024, 16384)) == (256, 16384)
-    assert ms.mixing_lens(MixingOptions(lens=(300, 400)), (256, 16384)) == (300, 400)
+    assert mp.mixing_concurrency(4, None) == 4
+    assert mp.mixing_concurrency(4, 16) == 4
+    assert mp.mixing_concurrency(4, 4) == 3
+    assert mp.mixing_concurrency(4, 1) == 1
+    assert mp.mixing_lens(MixingOptions(), (256, 1024, 16384)) == (256, 16384)
+    assert mp.mixing_lens(MixingOptions(lens=(300, 400)), (256, 16384)) == (300, 400)
     points = SweepPoints((256, 1024, 16384), (512, 4096), (1, 4), None)
-    work = ms.mixing_work(points, MixingOptions(repeats=2))
-    assert work > ms.mixing_work(points, MixingOptions())
+    work = mp.mixing_work(points, MixingOptions(repeats=2))
+    assert work > mp.mixing_work(points, MixingOptions())
 
 
 def _context(max_model_len: int = 131072, budget: int | None = None) -> Any:
@@ -148,38 +149,38 @@ def _context(max_model_len: int = 131072, budget: int | None = None) -> Any:
     )
     probe = SimpleNamespace(max_model_len=max_model_len, iid="e0")
     timings = [SimpleNamespace(length=2048, ttft_s=[0.06, 0.05, 0.07])]
-    return ms._Context(probe, timings, prefill_fit, decode_fit, budget)  # type: ignore[arg-type]
+    return mp.MixingContext(probe, timings, prefill_fit, decode_fit, budget)  # type: ignore[arg-type]
 
 
 def test_point_sizing_covers_the_prefills() -> None:
     """The streams ask for enough tokens to decode through the ramp, both quiet stretches and every
     prefill; the interval is 3 median TTFTs (measured, else the fit's); chunks use the budget."""
     ctx = _context()
-    point = ms._point(ctx, 512, 4, 2048, 4)
+    point = mp.plan_point(ctx, 512, 4, 2048, 4)
     assert point.problem is None
     assert point.interval_s == pytest.approx(3 * 0.06)
     tpot = ctx.decode_fit.predict(4, 512)
     assert point.quiet_s == pytest.approx(max(20 * tpot, 0.1))
     span = point.wait_s + 4 * point.interval_s + point.quiet_s
-    assert point.tokens * tpot >= ms.TOKEN_MARGIN * span
+    assert point.tokens * tpot >= mp.TOKEN_MARGIN * span
     assert point.chunks == 1
     assert point.work_s == pytest.approx(prefill_work_s(ctx.prefill_fit.coefficients, 2048))
-    unprofiled = ms._point(ctx, 512, 4, 16384, 4)
+    unprofiled = mp.plan_point(ctx, 512, 4, 16384, 4)
     assert unprofiled.interval_s == pytest.approx(3 * ctx.prefill_fit.predict(16384))
     assert unprofiled.chunks == 2  # 8192 tokens a step when the budget is unknown
-    assert ms._point(_context(budget=4096), 512, 4, 16384, 4).chunks == 4
+    assert mp.plan_point(_context(budget=4096), 512, 4, 16384, 4).chunks == 4
 
 
 def test_point_beyond_max_model_len_is_refused_with_its_reason() -> None:
     """Streams that cannot decode long enough, or a prefill that does not fit, are refused."""
-    short = ms._point(_context(max_model_len=2300), 2048, 4, 2048, 4)
+    short = mp.plan_point(_context(max_model_len=2300), 2048, 4, 2048, 4)
     assert short.problem is not None
     assert short.problem.startswith(f"the streams need {short.tokens} output tokens")
     assert "max_model_len 2300 leaves 252 after 2048 input tokens" in short.problem
     run = ms._refused(short, 0)
     assert not run.valid and run.streams == [] and run.prefills == []
     assert run.sample().reason == short.problem
-    too_long = ms._point(_context(max_model_len=3000), 512, 4, 4096, 4)
+    too_long = mp.plan_point(_context(max_model_len=3000), 512, 4, 4096, 4)
     assert too_long.problem == "a prefill of 4096 tokens does not fit max_model_len 3000"
 
 
@@ -203,8 +204,8 @@ def test_metrics_allow_one_waiting_prefill_inside_the_stretch() -> None:
     assert ms._metrics_problems(_watch((1100, 1110, 3.0)), 0, 1000, 300, 700) == []
 
 
-def _run(reason: str | None, loss: float | None = 0.01) -> ms.MixingRun:
-    return ms.MixingRun(
+def _run(reason: str | None, loss: float | None = 0.01) -> mp.MixingRun:
+    return mp.MixingRun(
         input_len=512,
         concurrency=4,
         prefill_len=2048,
@@ -223,9 +224,9 @@ def test_too_few_valid_points_leave_no_fit_and_warn() -> None:
     """One valid point cannot make a fit: no fit, a warning naming the engine and why, and one
     naming the points left out."""
     runs = [_run(None), _run("a prefill failed", None)]
-    fit, why = ms.fit_runs(runs)
+    fit, why = mp.fit_runs(runs)
     assert fit is None and why is not None and why.startswith("1 valid mixing point(s) of 2: ")
-    lines = ms.MixingResult(runs, fit, why).warnings("e0")
+    lines = mp.MixingResult(runs, fit, why).warnings("e0")
     assert lines[0] == (
         "e0: 1 mixing point(s) left out of the fit: input 512 x 4 + prefill 2048, repeat 1: "
         "a prefill failed"

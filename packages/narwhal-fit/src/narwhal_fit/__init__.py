@@ -37,14 +37,13 @@ from narwhal_fit._mixing import (
     MIXING_FORM,
     MIXING_WEIGHTS,
     MixingFit,
-    MixingLoss,
     MixingPoint,
     fit_mixing,
-    mixing_loss,
     mixing_loss_s,
     prefill_chunks,
     prefill_work_s,
 )
+from narwhal_fit._mixing_loss import MixingLoss, mixing_loss
 from narwhal_fit._prefill import (
     PREFILL_COEFFICIENTS,
     PREFILL_FORM,

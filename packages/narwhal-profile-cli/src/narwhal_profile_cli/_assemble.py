@@ -11,7 +11,7 @@ from narwhal_engine_client import evidence_sha256
 from narwhal_fit import DecodeFit, PrefillFit
 from narwhal_profile_cli._decode_sweep import Cohort
 from narwhal_profile_cli._evidence import generation
-from narwhal_profile_cli._mixing_sweep import MixingResult
+from narwhal_profile_cli._mixing_plan import MixingResult
 from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._prefill_sweep import PrefillTimings
 from narwhal_profile_cli._preflight import EnginePlan

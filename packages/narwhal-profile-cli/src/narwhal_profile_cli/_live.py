@@ -24,7 +24,8 @@ from narwhal_profile_cli._decode_sweep import Chores, fit_cohorts, run_decode
 from narwhal_profile_cli._errors import ProfileAbortError, ProfileError, ProfileUsageError
 from narwhal_profile_cli._evidence import check_unchanged, read_evidence
 from narwhal_profile_cli._groups import GroupUnit, group_units, shard_store_path, shard_units
-from narwhal_profile_cli._mixing_sweep import MixingResult, mixing_work, plan_budget, run_mixing
+from narwhal_profile_cli._mixing_plan import MixingResult, mixing_work, plan_budget
+from narwhal_profile_cli._mixing_sweep import run_mixing
 from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._options import ScaleOut, SweepOptions
 from narwhal_profile_cli._parallel import run_groups
