@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -118,6 +119,18 @@ def post_json(url: str, body: Mapping[str, Any]) -> dict[str, Any]:
         doc = json.loads(answer.read())
     assert isinstance(doc, dict), doc
     return doc
+
+
+def get_status(url: str, headers: Mapping[str, str] | None = None) -> int:
+    """A GET's HTTP status, the connection closed whatever it is (an error response too: an
+    unclosed one is a ResourceWarning that fails whichever test collects it)."""
+    request = urllib.request.Request(url, headers=dict(headers or {}))
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code
 
 
 def read_json(path: Path) -> dict[str, Any]:

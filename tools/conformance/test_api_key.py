@@ -6,8 +6,6 @@ written to any file or output."""
 from __future__ import annotations
 
 import secrets
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,15 +58,6 @@ def suite(conformance: Conformance, key: str) -> Iterator[Suite]:
         )
 
 
-def _status(url: str, headers: dict[str, str]) -> int:
-    request = urllib.request.Request(url, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return int(answer.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code
-
-
 def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
 
@@ -79,8 +68,8 @@ class TestApiKey(SuiteChecks):
     def test_the_server_demands_the_key(self, suite: Suite) -> None:
         """Without the key /v1/models is 401; with it, 200."""
         url = f"{suite.server.url}/v1/models"
-        assert _status(url, {}) == 401
-        assert _status(url, suite.headers) == 200
+        assert cmd.get_status(url, {}) == 401
+        assert cmd.get_status(url, suite.headers) == 200
 
     def test_a_profile_without_the_key_is_refused(self, suite: Suite) -> None:
         """The same sweep without api_key_env fails on the 401: so the successful profile sent
