@@ -73,7 +73,8 @@ class TrialShape:
     output_tokens: int
     requests: int
     kv_transfer_s_per_token: float = 0.0
-    # every engine's per-step budget, over the profiles' (None: each engine's own)
+    # every engine's per-step budget, over the profiles' (None: each engine's own); applied when
+    # the fleet model is built (``_model.fleet_model``): ``simulate`` takes each EngineModel's
     max_num_batched_tokens: int | None = None
     # the client's cap: an offer due beyond it is never sent
     max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT
