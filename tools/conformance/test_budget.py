@@ -19,6 +19,10 @@ VARIANT = "budget-256"
 BUDGET = 256
 #: Rates around the predicted edge (its 0.5 crossing): the check asks agreement near the edge.
 NEAR_EDGE = (0.85, 1.0, 1.15)
+#: The calibration trial's rate, times the profile's edge: the engine's speed minutes before the
+#: near-edge trials, not the profile's (this machine's engine drifts 10-15 %, and two busy loops
+#: beside it in CI slow it further; the uncalibrated 0.85x rate disagreed in such a run).
+CALIBRATE_AT = 0.6
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +40,7 @@ def edge_check(suite: Suite, conformance: Conformance) -> EdgeCheck:
     """``predict`` near the edge from this server's profile, and a trial at each rate."""
     if not suite.store.is_file() or not suite.workload.is_file():
         pytest.fail(f"no profile or no workload to predict from\n{suite.profile.brief()}")
-    check = run_edge_check(suite, suite.root / "edge-check", NEAR_EDGE)
+    check = run_edge_check(suite, suite.root / "edge-check", NEAR_EDGE, calibrate_at=CALIBRATE_AT)
     suite.extra_done.extend(check.done)
     profile = suite.profile_doc()
     conformance.record(
@@ -67,16 +71,18 @@ def test_the_profile_reads_the_budget_from_the_engine(suite: Suite) -> None:
 
 
 def test_predictions_near_the_edge_agree_with_trials(edge_check: EdgeCheck) -> None:
-    """``predict`` says it used the engine's budget and the measured mixing, and near its edge
-    (0.85, 1.0 and 1.15 times it) at least two of the three trials' attainments (their Wilson
-    95 % interval) meet the predicted 5-95 % range: one may fall outside, as the default
-    server's runs showed this machine's engine drifting 10-15 % in speed from one minute to the
-    next (docs/conformance.md). Every rate's figures go to results.json."""
+    """``predict`` says it used the engine's budget and the measured mixing; calibrated by a trial
+    at 0.6 times the profile's edge (``--calibrate``, applied, and saying so), near its edge (0.85,
+    1.0 and 1.15 times it) at least two of the three trials' attainments (their Wilson 95 %
+    interval) meet the predicted 5-95 % range (docs/conformance.md). Every rate's figures, and
+    the calibration, go to results.json."""
     figures = edge_check.figures()
     engine = edge_check.inputs["engines"]["vllm-0"]
     assert engine["max_num_batched_tokens"] == BUDGET, figures
     assert engine["max_num_batched_tokens_source"] == "profile, from the engine", figures
     assert engine["mixing"] == "measured", figures
+    calibration = edge_check.calibration
+    assert calibration is not None and calibration["applied"], figures
     rates = edge_check.rates
     assert all(r.schedule_valid for r in rates), figures
     agree = sum(1 for r in rates if r.agrees)
