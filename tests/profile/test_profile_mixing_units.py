@@ -18,7 +18,6 @@ from narwhal_profile_cli._options import MixingOptions, RawOptions, validate
 from narwhal_profile_cli._preflight import SweepPoints
 from narwhal_profile_cli._quality import fit_lines
 from narwhal_profile_cli.cli import run
-from narwhal_store import BoolSetting, EngineLimits, IntSetting, SchedulerSettings
 
 
 @pytest.fixture
@@ -107,20 +106,8 @@ def test_help_teaches_the_mixing_point(capsys: pytest.CaptureFixture[str]) -> No
         assert needle in text, needle
 
 
-def test_plan_budget() -> None:
-    """The plan's scheduler settings first, then the limits file, else unknown (None)."""
-    known = SchedulerSettings(
-        max_num_batched_tokens=IntSetting(value=2048, source="engine"),
-        max_num_seqs=IntSetting(value=None, source="unknown"),
-        chunked_prefill=BoolSetting(value=True, source="engine"),
-    )
-    limits = EngineLimits(max_num_batched_tokens=4096)
-    assert mp.plan_budget(SimpleNamespace(scheduler=known), limits) == 2048
-    unknown = SimpleNamespace(scheduler=SchedulerSettings.unknown())
-    assert mp.plan_budget(unknown, limits) == 4096
-    assert mp.plan_budget(SimpleNamespace(), limits) == 4096
-    assert mp.plan_budget(SimpleNamespace(), EngineLimits(max_num_seqs=8)) is None
-    assert mp.plan_budget(object()) is None
+def test_unknown_budget_is_the_predictors_default() -> None:
+    """Chunks are counted with 8192 tokens a step when the engine's budget is unknown."""
     assert mp.DEFAULT_BATCHED_TOKENS == 8192
 
 

@@ -172,6 +172,22 @@ def write_run_fixture(
             _record(n, rid, due, sent=sent, end=end, status="completed", ttft=ttft, tpot=tpot,
                     good=good)
         )  # fmt: skip
+    return write_run_folder(out, records, run_id=run_id, rate=rate)
+
+
+def write_run_folder(
+    out: Path,
+    records: list[RequestRecord],
+    *,
+    run_id: str,
+    rate: float,
+    input_tokens: int = 8192,
+    output_tokens: int = 128,
+) -> Path:
+    """``manifest.json``, ``requests.jsonl`` and ``summary.json`` of a run of ``records`` at
+    ``rate`` (the summary from the records as ``run`` writes it: an offer late by more than
+    0.05 s makes the schedule invalid) in the existing folder ``out``."""
+    requests = len(records)
     facts = RunFacts(run_id=run_id, requests=requests, rate=rate, attainment=Decimal("0.95"),
                      max_lag_s=0.05, max_in_flight_seen=12, cpu_user_s=4.2, cpu_system_s=0.4,
                      peak_rss_bytes=70_000_000, loop_lag_s=[0.0004, 0.0011, 0.002],
@@ -188,8 +204,8 @@ def write_run_fixture(
                 "drain_timeout_s": 60.0, "drain_gauges": ["narwhal_router_resident_requests"],
                 "stream_transport": "raw", "drain_preset": "narwhal-router"},
         arguments={"rate": rate}, model="llama-3.1-8b", requests=requests, rate=rate,
-        ttft_s="2", tpot_s="0.0333", attainment="0.95", input_tokens=8192, output_tokens=128,
-        warmup_request_id=f"{run_id}-warmup",
+        ttft_s="2", tpot_s="0.0333", attainment="0.95", input_tokens=input_tokens,
+        output_tokens=output_tokens, warmup_request_id=f"{run_id}-warmup",
     )  # fmt: skip
     (out / "manifest.json").write_bytes(orjson.dumps(manifest.model_dump(mode="json")))
     (out / "requests.jsonl").write_bytes(

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from pathlib import Path
 
-import orjson
+from narwhal_trial import RequestRecord
 
-from narwhal_trial import Manifest, RequestRecord
-from narwhal_trial._summary import RunFacts, summarize
+from ..report._kit import write_run_folder
 
 
 def write_run(
@@ -42,29 +40,11 @@ def write_run(
                 "bytes_received": 6000, "good": True,
             })
         )  # fmt: skip
-    requests = len(records)
-    facts = RunFacts(run_id=run_id, requests=requests, rate=rate, attainment=Decimal("0.9"),
-                     max_lag_s=0.05, max_in_flight_seen=4, cpu_user_s=1.0, cpu_system_s=0.1,
-                     peak_rss_bytes=70_000_000, loop_lag_s=[0.0004, 0.0011, 0.002],
-                     warmup_status="completed", drain_s=[0.1, 0.1])  # fmt: skip
-    summary = summarize(records, facts)
-    manifest = Manifest(
-        run_id=run_id, base_url="http://127.0.0.1:9100", start_time="2026-12-02T10:00:00+00:00",
-        workload_path="/runs/t/workload/workload.json", workload_digest="ab" * 32,
-        helper_digest="cd" * 32, helper_files={"load_trial.py": "ef" * 32}, helper_version="0.1.0",
-        hostname="testhost", source_revision="0" * 40, source_dirty=False,
-        command=["load_trial.py", "run", "--rate", f"{rate:g}"], python_version="CPython 3.11.7",
-        httpx_version="0.28.1", event_loop="asyncio",
-        limits={"max_in_flight": 64, "max_lag_s": 0.05, "request_timeout_s": 600.0,
-                "drain_timeout_s": 60.0, "drain_gauges": [], "stream_transport": "raw",
-                "drain_preset": None},
-        arguments={"rate": rate}, model="sim/tiny", requests=requests, rate=rate,
-        ttft_s="1", tpot_s="0.1", attainment="0.9", input_tokens=input_tokens,
-        output_tokens=output_tokens, warmup_request_id=f"{run_id}-warmup",
-    )  # fmt: skip
-    (out / "manifest.json").write_bytes(orjson.dumps(manifest.model_dump(mode="json")))
-    (out / "requests.jsonl").write_bytes(
-        b"".join(orjson.dumps(r.model_dump(mode="json")) + b"\n" for r in records)
+    return write_run_folder(
+        out,
+        records,
+        run_id=run_id,
+        rate=rate,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
     )
-    (out / "summary.json").write_bytes(orjson.dumps(summary.model_dump(mode="json", by_alias=True)))
-    return out

@@ -90,21 +90,36 @@ def test_settings_come_from_the_operator_then_the_profile_then_the_default(
     store = write_profiles(fleet, [128, 1024], [128], profile_extra={"scheduler": _SCHEDULER})
     profile = read_store(store).store.profiles[0]
     s = scheduling("e", profile, None, None)
-    assert (s.budget, s.budget_source) == (256, "profile, from the engine")
+    assert (s.max_num_batched_tokens, s.max_num_batched_tokens_source) == (
+        256,
+        "profile, from the engine",
+    )
     assert (s.max_num_seqs, s.max_num_seqs_source) == (8, "profile, from the limits")
-    assert (s.chunked, s.chunked_source) == (True, "default")
-    assert (s.mixing, s.share, s.step_s, s.mixing_detail) == ("assumed", 1.0, 0.0, ASSUMED_MIXING)
+    assert (s.chunked_prefill, s.chunked_prefill_source) == (True, "default")
+    assert (s.mixing, s.mixing_share, s.mixing_step_s, s.mixing_detail) == (
+        "assumed",
+        1.0,
+        0.0,
+        ASSUMED_MIXING,
+    )
     given = _limits({"max_num_batched_tokens": 512, "enable_chunked_prefill": False})
     s = scheduling("e", profile, given, None)
-    assert (s.budget, s.budget_source) == (512, "--limits")
-    assert (s.chunked, s.chunked_source) == (False, "--limits")
+    assert (s.max_num_batched_tokens, s.max_num_batched_tokens_source) == (512, "--limits")
+    assert (s.chunked_prefill, s.chunked_prefill_source) == (False, "--limits")
     assert (s.max_num_seqs, s.max_num_seqs_source) == (8, "profile, from the limits")
     s = scheduling("e", profile, given, 1024)
-    assert (s.budget, s.budget_source) == (1024, "--max-num-batched-tokens")
+    assert (s.max_num_batched_tokens, s.max_num_batched_tokens_source) == (
+        1024,
+        "--max-num-batched-tokens",
+    )
     (tmp_path / "old").mkdir()
     old = write_profiles(_fleet(tmp_path / "old"), [128, 1024], [128])  # no scheduler: older
     s = scheduling("e", read_store(old).store.profiles[0], None, None)
-    assert (s.budget, s.budget_source, s.max_num_seqs) == (8192, "default", None)
+    assert (s.max_num_batched_tokens, s.max_num_batched_tokens_source, s.max_num_seqs) == (
+        8192,
+        "default",
+        None,
+    )
     assert s.max_num_seqs_source == "none given"
 
 

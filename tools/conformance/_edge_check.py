@@ -186,14 +186,10 @@ def write_limits(folder: Path, name: str = "limits.json", **engine: Any) -> Path
     return path
 
 
-def _limits(suite: Suite) -> Path:
-    return write_limits(suite.root)
-
-
-def _predict(suite: Suite, ttft: Decimal, tpot: Decimal, *extra: str) -> cmd.Done:
+def _predict(suite: Suite, limits: Path, ttft: Decimal, tpot: Decimal, *extra: str) -> cmd.Done:
     return cmd.trial(
         "predict", "--fleet", str(suite.fleet), "--profiles", str(suite.store),
-        "--limits", str(_limits(suite)),
+        "--limits", str(limits),
         "--input-tokens", str(suite.shape.trial_input),
         "--output-tokens", str(suite.shape.trial_output), "--requests", str(REQUESTS),
         "--ttft", str(ttft), "--tpot", str(tpot), "--attainment", ATTAINMENT, "--json", *extra,
@@ -230,7 +226,8 @@ def run_edge_check(
     prediction after it is ``--calibrate``d by it (``--apply-calibration``): the band, its edge
     and each rate are those of the engine as it ran minutes ago, not as the profile caught it."""
     ttft, tpot = slo(suite)
-    found = _predict(suite, ttft, tpot, "--find-max-rate")
+    limits = write_limits(suite.root)
+    found = _predict(suite, limits, ttft, tpot, "--find-max-rate")
     assert found.returncode in (0, 2), found.brief()
     done = [found]
     calibration: tuple[str, ...] = ()
@@ -241,7 +238,7 @@ def run_edge_check(
         out = folder / f"calibration-rate-{rate:g}"
         done.append(_trial(suite, out, rate, ttft, tpot))
         calibration = ("--calibrate", str(out), "--apply-calibration")
-        found = _predict(suite, ttft, tpot, "--find-max-rate", *calibration)
+        found = _predict(suite, limits, ttft, tpot, "--find-max-rate", *calibration)
         assert found.returncode in (0, 2), found.brief()
         done.append(found)
     doc = json.loads(found.stdout)
@@ -253,7 +250,7 @@ def run_edge_check(
     check.edge = edge
     for k, factor in enumerate(factors):
         rate = round(edge * factor, 3)
-        predicted = _predict(suite, ttft, tpot, "--rate", str(rate), *calibration)
+        predicted = _predict(suite, limits, ttft, tpot, "--rate", str(rate), *calibration)
         check.done.append(predicted)
         assert predicted.returncode in (0, 2), predicted.brief()
         out = folder / f"trial-{k}-rate-{rate:g}"

@@ -25,14 +25,27 @@ def positive_int(value: Any, what: str) -> int:
     return int(value)
 
 
+def finite_time(value: Any, what: str, *, minimum: float | None = None) -> float:
+    """Return ``value`` as a float when it is a finite number (at least ``minimum`` if given)."""
+    number = _seconds(value, what)
+    if not math.isfinite(number) or (minimum is not None and number < minimum):
+        bound = "finite" if minimum is None else f"finite and >= {minimum:g}"
+        raise InsufficientDataError(f"{what} must be {bound}, got {value!r}")
+    return number
+
+
 def positive_time(value: Any, what: str) -> float:
     """Return ``value`` as a float when it is a finite number > 0."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InsufficientDataError(f"{what} must be a number of seconds, got {value!r}")
-    number = float(value)
+    number = _seconds(value, what)
     if not math.isfinite(number) or number <= 0.0:
         raise InsufficientDataError(f"{what} must be finite and positive, got {value!r}")
     return number
+
+
+def _seconds(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InsufficientDataError(f"{what} must be a number of seconds, got {value!r}")
+    return float(value)
 
 
 def positive_times(values: Sequence[Any], what: str) -> NDArray[np.float64]:

@@ -22,7 +22,6 @@ the residuals' relative errors divide by the same.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
@@ -37,7 +36,7 @@ from narwhal_fit._document import (
     write_document,
 )
 from narwhal_fit._errors import FitError, InsufficientDataError
-from narwhal_fit._inputs import positive_int
+from narwhal_fit._inputs import finite_time, positive_int
 from narwhal_fit._residuals import (
     PointResidual,
     check_predictions,
@@ -240,16 +239,6 @@ def _domain(
     return domain
 
 
-def _finite(value: object, what: str, *, minimum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InsufficientDataError(f"{what} must be a number of seconds, got {value!r}")
-    number = float(value)
-    if not math.isfinite(number) or (minimum is not None and number < minimum):
-        bound = "finite" if minimum is None else f"finite and >= {minimum:g}"
-        raise InsufficientDataError(f"{what} must be {bound}, got {value!r}")
-    return number
-
-
 def fit_mixing(points: Sequence[MixingPoint]) -> MixingFit:
     """Fit ``mixing-share-step-v1`` to mixing points.
 
@@ -266,9 +255,9 @@ def fit_mixing(points: Sequence[MixingPoint]) -> MixingFit:
     ys: list[float] = []
     lens: dict[str, list[int]] = {key: [] for key in _OPTIONAL_LENS}
     for i, p in enumerate(points):
-        works.append(_finite(p.work_s, f"mixing point[{i}].work_s", minimum=0.0))
+        works.append(finite_time(p.work_s, f"mixing point[{i}].work_s", minimum=0.0))
         chunks.append(positive_int(p.chunks, f"mixing point[{i}].chunks"))
-        ys.append(_finite(p.loss_s, f"mixing point[{i}].loss_s"))
+        ys.append(finite_time(p.loss_s, f"mixing point[{i}].loss_s"))
         if p.prefill_len is not None:
             lens["prefill_lens"].append(
                 positive_int(p.prefill_len, f"mixing point[{i}].prefill_len")

@@ -24,7 +24,7 @@ from narwhal_profile_cli._decode_sweep import Chores, fit_cohorts, run_decode
 from narwhal_profile_cli._errors import ProfileAbortError, ProfileError, ProfileUsageError
 from narwhal_profile_cli._evidence import check_unchanged, read_evidence
 from narwhal_profile_cli._groups import GroupUnit, group_units, shard_store_path, shard_units
-from narwhal_profile_cli._mixing_plan import MixingResult, mixing_work, plan_budget
+from narwhal_profile_cli._mixing_plan import MixingResult, mixing_work
 from narwhal_profile_cli._mixing_sweep import run_mixing
 from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._options import ScaleOut, SweepOptions
@@ -135,12 +135,10 @@ async def run_live(
     connections = max(256, streams + 8)
     async with _clients(needed, clock_ns, connections, keepalive_expiry_s) as clients:
         plans: dict[str, EnginePlan] = {}
-        budgets: dict[str, int | None] = {}
         for entry in selected:
             given = None if limits is None else limits.engines.get(entry.iid)
             progress.update(entry.iid, "preflight", "health, max_model_len, evidence, scheduler")
             plans[entry.iid] = await preflight(entry, clients[entry.iid], sweep, given, limits_path)
-            budgets[entry.iid] = plan_budget(plans[entry.iid], given)
             progress.finish(entry.iid)
         colocations: dict[str, ColocationPlan] = {}
         if colocation is not None:
@@ -173,7 +171,6 @@ async def run_live(
                     clock_ns,
                     colocations.get(entry.iid),
                     ramp_chores=alone,
-                    budget=budgets[entry.iid],
                 )
                 if state.interrupted:  # Ctrl-C whose cancellation a library swallowed: stop
                     raise asyncio.CancelledError
@@ -199,7 +196,6 @@ async def _measure(
     colocation: ColocationPlan | None,
     *,
     ramp_chores: bool,
-    budget: int | None = None,
 ) -> EngineMeasurement:
     """One engine's sweep between two evidence reads (and health checks).
 
@@ -207,7 +203,8 @@ async def _measure(
     prefills a long decode cohort, so its first-fit cost (importing scipy) overlaps the engine's
     work; otherwise they run after the sweep in a worker thread. With ``--mixing`` both fits are
     made right after the decode sweep (the mixing points are timed and sized from them), then the
-    mixing points run (``budget``: the engine's ``max_num_batched_tokens``, None when unknown).
+    mixing points run (chunks counted with the engine's ``max_num_batched_tokens`` from
+    ``plan.scheduler``).
     """
     probe = plan.probe
     iid = probe.iid
@@ -263,7 +260,7 @@ async def _measure(
                     prefill=prefill,
                     prefill_fit=fits[0],
                     decode_fit=early_decode_fit,
-                    budget=budget,
+                    budget=plan.scheduler.max_num_batched_tokens.value,
                     prompts=prompts,
                     ids=ids,
                     progress=progress,

@@ -8,9 +8,10 @@ streams' ramp (the prefill fit's estimate, with :data:`RAMP_MARGIN`), a quiet st
 :data:`QUIET_INTERVALS` of their intervals by the decode fit (at least :data:`MIN_QUIET_S`),
 prefills :data:`INTERVAL_TTFTS` TTFTs apart and the output tokens all that takes, or why the point
 cannot run; its prefill work is ``b·L + c·L²`` by the prefill fit and its chunks
-``⌈L / max_num_batched_tokens⌉`` (:func:`plan_budget`). A point as measured is a
-:class:`MixingRun`, an engine's points and the fit of the valid ones (:func:`fit_runs`) a
-:class:`MixingResult`. Running the points against the engine is ``_mixing_sweep``'s.
+``⌈L / max_num_batched_tokens⌉`` (the engine's, as its scheduler settings give it). A point as
+measured is a :class:`MixingRun`, an engine's points and the fit of the valid ones
+(:func:`fit_runs`) a :class:`MixingResult`. Running the points against the engine is
+``_mixing_sweep``'s.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from narwhal_profile_cli._options import MixingOptions
 from narwhal_profile_cli._prefill_sweep import PrefillTimings
 from narwhal_profile_cli._preflight import EngineProbe, SweepPoints
 from narwhal_profile_cli._progress import mixing_weight
-from narwhal_store import EngineLimits, InjectedPrefill, MixingSample
+from narwhal_store import InjectedPrefill, MixingSample
 
 __all__ = [
     "DEFAULT_BATCHED_TOKENS",
@@ -53,14 +54,14 @@ __all__ = [
     "mixing_concurrency",
     "mixing_lens",
     "mixing_work",
-    "plan_budget",
     "plan_point",
     "plan_points",
 ]
 
 DEFAULT_BATCHED_TOKENS: Final = 8192
 """The per-step token budget chunks are counted with when the engine's ``max_num_batched_tokens``
-is unknown (neither the engine nor the limits file gives it): the predictor's default."""
+is unknown (neither the engine nor the limits file gives it; ``EnginePlan.scheduler``): the
+predictor's default."""
 
 QUIET_INTERVALS: Final = 20
 """A quiet stretch lasts this many of the streams' intervals (by the decode fit) ..."""
@@ -78,23 +79,6 @@ time the prefills cost them comes on top, free) ..."""
 EXTRA_TOKENS: Final = 16
 """... plus this many."""
 _MIN_TPOT_S: Final = 1e-4
-
-
-def plan_budget(plan: object, limits: EngineLimits | None = None) -> int | None:
-    """The engine's per-step token budget (``max_num_batched_tokens``), or None when unknown.
-
-    From the plan's scheduler settings when it has them (``plan.scheduler``, read from the engine
-    or the limits file at preflight), else from the engine's ``limits`` entry, else None: chunks
-    are then counted with :data:`DEFAULT_BATCHED_TOKENS` (8192, the predictor's default).
-    """
-    scheduler = getattr(plan, "scheduler", None)
-    if scheduler is not None:
-        value = scheduler.max_num_batched_tokens.value
-        if value is not None:
-            return int(value)
-    if limits is not None and limits.max_num_batched_tokens is not None:
-        return limits.max_num_batched_tokens
-    return None
 
 
 def mixing_concurrency(requested: int, limit: int | None) -> int:

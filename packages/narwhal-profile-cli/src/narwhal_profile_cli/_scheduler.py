@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from narwhal_profile_cli._errors import ProfileAbortError
-from narwhal_store import BoolSetting, EngineLimits, IntSetting, SchedulerSettings
+from narwhal_store import EngineLimits, SchedulerSettings
 
 if TYPE_CHECKING:  # the result printer uses this module; it needs no HTTP client
     from narwhal_engine_client import SchedulerConfig
@@ -22,20 +22,13 @@ if TYPE_CHECKING:  # the result printer uses this module; it needs no HTTP clien
 MISMATCH_CODE = "scheduler_mismatch"
 
 
-def _int(shown: int | None, given: int | None) -> IntSetting:
+def _source(shown: object, given: object) -> dict[str, Any]:
+    """``{value, source}``: the engine's value, else the limits file's, else unknown."""
     if shown is not None:
-        return IntSetting(value=shown, source="engine")
+        return {"value": shown, "source": "engine"}
     if given is not None:
-        return IntSetting(value=given, source="limits")
-    return IntSetting(value=None, source="unknown")
-
-
-def _bool(shown: bool | None, given: bool | None) -> BoolSetting:
-    if shown is not None:
-        return BoolSetting(value=shown, source="engine")
-    if given is not None:
-        return BoolSetting(value=given, source="limits")
-    return BoolSetting(value=None, source="unknown")
+        return {"value": given, "source": "limits"}
+    return {"value": None, "source": "unknown"}
 
 
 def _json(value: object) -> str:
@@ -59,8 +52,7 @@ def scheduler_settings(
     """
     problems = []
     for key in ("max_num_batched_tokens", "enable_chunked_prefill"):
-        live = None if shown is None else getattr(shown, key)
-        written = None if given is None else getattr(given, key)
+        live, written = getattr(shown, key, None), getattr(given, key, None)
         if live is not None and written is not None and live != written:
             problems.append(
                 f"the engine shows {key} {_json(live)} but the limits file gives {_json(written)}"
@@ -73,19 +65,16 @@ def scheduler_settings(
             engine=iid,
             code=MISMATCH_CODE,
         )
-    return SchedulerSettings(
-        max_num_batched_tokens=_int(
-            None if shown is None else shown.max_num_batched_tokens,
-            None if given is None else given.max_num_batched_tokens,
-        ),
-        max_num_seqs=_int(
-            None if shown is None else shown.max_num_seqs,
-            None if given is None else given.max_num_seqs,
-        ),
-        chunked_prefill=_bool(
-            None if shown is None else shown.enable_chunked_prefill,
-            None if given is None else given.enable_chunked_prefill,
-        ),
+    keys = {
+        "max_num_batched_tokens": "max_num_batched_tokens",
+        "max_num_seqs": "max_num_seqs",
+        "chunked_prefill": "enable_chunked_prefill",
+    }
+    return SchedulerSettings.model_validate(
+        {
+            setting: _source(getattr(shown, key, None), getattr(given, key, None))
+            for setting, key in keys.items()
+        }
     )
 
 

@@ -22,8 +22,9 @@ from narwhal_store import (
     Profile,
 )
 from narwhal_trial._errors import TrialUsageError
+from narwhal_trial._prediction import EngineSettings
 from narwhal_trial._profile_domain import accepted_profile, domain_items
-from narwhal_trial._scheduling import Scheduling, scheduling
+from narwhal_trial._scheduling import scheduling
 from narwhal_trial._spread import EngineSpread, FleetSpread, Replica, engine_spread
 from narwhal_trial._vtime import EngineModel, TrialShape
 
@@ -51,7 +52,7 @@ class FleetModel:
     decode_error: dict[str, float]
     decode_max: dict[str, int | None]
     spread: FleetSpread = field(default_factory=lambda: FleetSpread({}))
-    scheduling: dict[str, Scheduling] = field(default_factory=dict)
+    scheduling: dict[str, EngineSettings] = field(default_factory=dict)
     _replicas: dict[int, list[Replica]] = field(default_factory=dict, compare=False, repr=False)
 
     def replicas(self, seed: int, count: int) -> list[Replica]:
@@ -108,7 +109,7 @@ def fleet_model(
     decode_error: dict[str, float] = {}
     decode_max: dict[str, int | None] = {}
     spreads: dict[str, EngineSpread] = {}
-    schedules: dict[str, Scheduling] = {}
+    schedules: dict[str, EngineSettings] = {}
     for entry in entries:
         found = accepted_profile(store, fleet, entry.iid)
         if isinstance(found, str):
@@ -142,10 +143,10 @@ def fleet_model(
                 d["d1"],
                 d["d2"],
                 max_num_seqs=sched.max_num_seqs,
-                budget=sched.budget,
-                chunked=sched.chunked,
-                share=sched.share,
-                step_s=sched.step_s,
+                budget=sched.max_num_batched_tokens,
+                chunked=sched.chunked_prefill,
+                share=sched.mixing_share,
+                step_s=sched.mixing_step_s,
             )
         )
         schedules[entry.iid] = sched

@@ -14,7 +14,7 @@ from narwhal_store import StoreError, load_fleet, load_limits, read_store
 from narwhal_trial._calibrate import calibrate
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget, fleet_model
-from narwhal_trial._prediction import CalibrationDoc, EngineSettings, Inputs, Prediction
+from narwhal_trial._prediction import CalibrationDoc, Inputs, Prediction
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._rates import find_max_rate, predict_rate
 from narwhal_trial._vtime import TrialShape
@@ -69,21 +69,7 @@ def load_model(req: PredictRequest) -> tuple[FleetModel, Inputs]:
         replications=req.replications,
         seed=req.seed,
         spread={iid: s.source for iid, s in model.spread.engines.items()},
-        engines={
-            iid: EngineSettings(
-                max_num_batched_tokens=s.budget,
-                max_num_batched_tokens_source=s.budget_source,
-                chunked_prefill=s.chunked,
-                chunked_prefill_source=s.chunked_source,
-                max_num_seqs=s.max_num_seqs,
-                max_num_seqs_source=s.max_num_seqs_source,
-                mixing="measured" if s.mixing == "measured" else "assumed",
-                mixing_share=s.share,
-                mixing_step_s=s.step_s,
-                mixing_detail=s.mixing_detail,
-            )
-            for iid, s in model.scheduling.items()
-        },
+        engines=model.scheduling,
     )
     return model, inputs
 

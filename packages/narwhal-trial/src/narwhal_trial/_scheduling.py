@@ -10,9 +10,10 @@ else vLLM's chunked prefill: one shared step, the prefill chunks' whole cost on 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 from narwhal_store import LimitsFile, Profile
+from narwhal_trial._prediction import EngineSettings
 from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 
 ASSUMED_MIXING = (
@@ -21,87 +22,36 @@ ASSUMED_MIXING = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Scheduling:
-    """One engine's settings for the virtual fleet, and their sources."""
-
-    budget: int
-    budget_source: str
-    chunked: bool
-    chunked_source: str
-    max_num_seqs: int | None
-    max_num_seqs_source: str
-    mixing: str  # "measured" | "assumed"
-    share: float
-    step_s: float
-    mixing_detail: str
-
-    def describe(self) -> str:
-        """One line: every setting with its source, and the mixing model."""
-        seqs = "unbounded" if self.max_num_seqs is None else str(self.max_num_seqs)
-        return (
-            f"budget {self.budget} tokens ({self.budget_source}), chunked prefill "
-            f"{'on' if self.chunked else 'off'} ({self.chunked_source}), max_num_seqs {seqs} "
-            f"({self.max_num_seqs_source}); mixing {self.mixing_detail}"
-        )
+def _first(*candidates: tuple[Any, str]) -> tuple[Any, str]:
+    """The first candidate (value, source) with a value; (None, "none given") without one."""
+    for value, source in candidates:
+        if value is not None:
+            return value, source
+    return None, "none given"
 
 
-def _profile_int(profile: Profile, name: str) -> tuple[int | None, str]:
-    settings = profile.scheduler
-    if settings is None:
+def _profiled(profile: Profile, name: str) -> tuple[Any, str]:
+    """The profile's setting ``name`` and ``profile, from the <its source>``."""
+    setting = None if profile.scheduler is None else getattr(profile.scheduler, name)
+    if setting is None or setting.value is None:
         return None, ""
-    value = getattr(settings, name)
-    return value.value, f"profile, from the {value.source}"
+    return setting.value, f"profile, from the {setting.source}"
 
 
-def scheduling(
-    iid: str, profile: Profile, limits: LimitsFile | None, budget_override: int | None
-) -> Scheduling:
-    """Resolve engine ``iid``'s settings (see the module docstring for the precedence)."""
-    given = None if limits is None else limits.engines.get(iid)
-    settings = profile.scheduler
-
-    budget, budget_source = budget_override, "--max-num-batched-tokens"
-    if budget is None and given is not None and given.max_num_batched_tokens is not None:
-        budget, budget_source = given.max_num_batched_tokens, "--limits"
-    if budget is None:
-        budget, budget_source = _profile_int(profile, "max_num_batched_tokens")
-    if budget is None:
-        budget, budget_source = DEFAULT_MAX_NUM_BATCHED_TOKENS, "default"
-
-    chunked, chunked_source = None, ""
-    if given is not None and given.enable_chunked_prefill is not None:
-        chunked, chunked_source = given.enable_chunked_prefill, "--limits"
-    elif settings is not None and settings.chunked_prefill.value is not None:
-        chunked = settings.chunked_prefill.value
-        chunked_source = f"profile, from the {settings.chunked_prefill.source}"
-    if chunked is None:
-        chunked, chunked_source = True, "default"
-
-    seqs, seqs_source = None, ""
-    if given is not None and given.max_num_seqs is not None:
-        seqs, seqs_source = given.max_num_seqs, "--limits"
-    else:
-        seqs, seqs_source = _profile_int(profile, "max_num_seqs")
-    if seqs is None:
-        seqs_source = "none given"
-
+def _mixing(profile: Profile) -> tuple[bool, float, float, str]:
+    """(measured, share, step_s, the model in words)."""
     fit = profile.mixing_fit
     if fit is None:
-        return Scheduling(
-            budget, budget_source, chunked, chunked_source, seqs, seqs_source,
-            "assumed", 1.0, 0.0, ASSUMED_MIXING,
-        )  # fmt: skip
+        return False, 1.0, 0.0, ASSUMED_MIXING
     share, step_s = fit.coefficients["share"], fit.coefficients["step_s"]
     extra = fit.model_extra or {}
     points = extra.get("residuals")
-    count = len(points) if isinstance(points, list) else None
     error = extra.get("mean_rel_error")
     evidence = ", ".join(
         part
         for part in (
-            None if count is None else f"{count} mixing points",
-            None if not isinstance(error, int | float) else f"mean error {error:.1%}",
+            f"{len(points)} mixing points" if isinstance(points, list) else None,
+            f"mean error {error:.1%}" if isinstance(error, int | float) else None,
         )
         if part
     )
@@ -109,7 +59,40 @@ def scheduling(
         f"measured: {share:.2f} of a prefill's on-device time and {step_s * 1e3:.2f} ms per mixed "
         f"step land on the running decodes ({evidence or 'the profile'})"
     )
-    return Scheduling(
-        budget, budget_source, chunked, chunked_source, seqs, seqs_source,
-        "measured", share, step_s, detail,
-    )  # fmt: skip
+    return True, share, step_s, detail
+
+
+def scheduling(
+    iid: str, profile: Profile, limits: LimitsFile | None, budget_override: int | None
+) -> EngineSettings:
+    """Engine ``iid``'s settings (see the module docstring for the precedence), as the
+    prediction document states them."""
+    given = None if limits is None else limits.engines.get(iid)
+    budget, budget_source = _first(
+        (budget_override, "--max-num-batched-tokens"),
+        (None if given is None else given.max_num_batched_tokens, "--limits"),
+        _profiled(profile, "max_num_batched_tokens"),
+        (DEFAULT_MAX_NUM_BATCHED_TOKENS, "default"),
+    )
+    chunked, chunked_source = _first(
+        (None if given is None else given.enable_chunked_prefill, "--limits"),
+        _profiled(profile, "chunked_prefill"),
+        (True, "default"),
+    )
+    seqs, seqs_source = _first(
+        (None if given is None else given.max_num_seqs, "--limits"),
+        _profiled(profile, "max_num_seqs"),
+    )
+    measured, share, step_s, detail = _mixing(profile)
+    return EngineSettings(
+        max_num_batched_tokens=int(budget),
+        max_num_batched_tokens_source=budget_source,
+        chunked_prefill=bool(chunked),
+        chunked_prefill_source=chunked_source,
+        max_num_seqs=None if seqs is None else int(seqs),
+        max_num_seqs_source=seqs_source,
+        mixing="measured" if measured else "assumed",
+        mixing_share=share,
+        mixing_step_s=step_s,
+        mixing_detail=detail,
+    )
