@@ -17,6 +17,7 @@ from narwhal_trial._prediction import Prediction, render_text
 from narwhal_trial._prepare import build_workload
 from narwhal_trial._reconcile import read_journal, read_requests, reconcile
 from narwhal_trial._records import Summary
+from narwhal_trial._server_text import server_lines
 from narwhal_trial._settings import RunSettings, check_base_url
 from narwhal_trial._workload import workload_bytes
 
@@ -96,6 +97,8 @@ def describe(summary: Summary, settings: RunSettings) -> str:
             f"TTFT p50 {_ms(summary.ttft_s.p50)} p99 {_ms(summary.ttft_s.p99)}; "
             f"TPOT p50 {_ms(summary.tpot_s.p50)} p99 {_ms(summary.tpot_s.p99)}"
         )
+    if summary.server is not None:
+        lines.extend(server_lines(summary.server))
     if summary.error:
         lines.append(f"error: {summary.error}")
     lines.append(f"records in {settings.out} (exit {summary.exit_code})")

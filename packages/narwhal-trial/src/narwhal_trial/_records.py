@@ -7,6 +7,7 @@ from typing import Final, Literal, get_args
 from pydantic import ConfigDict, Field
 
 from narwhal_store import ClosedModel
+from narwhal_trial._server_records import ServerTiming, ServerView
 
 MANIFEST_FORMAT: Final = "narwhal.trial.manifest"
 REQUEST_FORMAT: Final = "narwhal.trial.request"
@@ -175,6 +176,11 @@ class RequestRecord(ClosedModel):
         "server closed before answering, and so sent once more on a new connection (its times are "
         "the resend's; a resend past the lag limit is a lag miss)",
     )
+    server: ServerTiming | None = Field(
+        default=None,
+        description="the engine's own timings of this request, from its trace span (run "
+        "--otlp-receiver); null without spans or when none matched",
+    )
 
 
 class Distribution(ClosedModel):
@@ -253,3 +259,8 @@ class Summary(AliasedDoc):
     exit_code: int
     interrupted: bool
     error: str | None
+    server: ServerView | None = Field(
+        default=None,
+        description="the client's records against the engines' own metrics and spans (null when "
+        "no page was read: --no-server-metrics, or a run that ended before its first offer)",
+    )

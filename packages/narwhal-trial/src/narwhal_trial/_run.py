@@ -25,11 +25,15 @@ from narwhal_trial._judge import Bounds, Outcome, judge, status_of
 from narwhal_trial._launch import LaunchRecord, keep, read_launch_records, refuse_caching_on
 from narwhal_trial._loopmon import LoopLagMonitor
 from narwhal_trial._manifest import build_manifest
+from narwhal_trial._otlp_receiver import Receiver, check_listen
 from narwhal_trial._prepare import fitting_model
 from narwhal_trial._progress import RunProgress
 from narwhal_trial._records import LaunchRecordCopy, MissReason, Summary
 from narwhal_trial._schedule import Clock, ScheduleLimits, due_offsets_ns, pace
-from narwhal_trial._settings import RUN_FILES, RunSettings
+from narwhal_trial._server_report import SpanInputs, write_server_view
+from narwhal_trial._server_watch import ServerWatch, server_targets
+from narwhal_trial._settings import RUN_FILES, RunSettings, receiver_address
+from narwhal_trial._spans_join import wait_for_spans
 from narwhal_trial._summary import RunFacts, summarize
 from narwhal_trial._workload import LoadedWorkload, load_workload, request_body
 from narwhal_trial._writer import RecordWriter
@@ -65,8 +69,17 @@ def run_trial(settings: RunSettings, *, clock: Clock = time.perf_counter_ns) -> 
     loaded = load_workload(settings.workload_path)
     records = read_launch_records(settings.launch_records)
     refuse_caching_on(records)
+    targets = (
+        server_targets(settings.base_url, settings.fleet, settings.engine_metrics)
+        if settings.server_metrics
+        else []
+    )
+    if settings.otlp_receiver is not None:
+        check_listen(*receiver_address(settings.otlp_receiver))
     make_private_dir(settings.out, holds=RUN_FILES)
-    return _Trial(settings, loaded, records, clock).execute()
+    trial = _Trial(settings, loaded, records, clock)
+    trial.watch = ServerWatch(targets) if targets else None
+    return trial.execute()
 
 
 class _Trial:
@@ -104,6 +117,11 @@ class _Trial:
         self.phase: asyncio.Future[Any] | None = None
         self.client: EngineClient | None = None
         self.bodies: list[bytes] = []
+        self.watch: ServerWatch | None = None
+        self.receiver: Receiver | None = None
+        self.receiver_counts: dict[str, int] = {}
+        self.spans_waited_s = 0.0
+        self.completed_ids: set[str] = set()
 
     # -- the synchronous frame: files, the loop, the summary --
     def execute(self) -> Summary:
@@ -144,6 +162,26 @@ class _Trial:
         if self.writer.error is not None and self.facts.error is None:
             self.facts.error = f"cannot write requests.jsonl: {self.writer.error}"
         summary = summarize(self.writer.records, self.facts)
+        if self.watch is not None and self.watch.last:
+            try:
+                summary = write_server_view(
+                    out=out,
+                    run_id=self.run_id,
+                    warmup_id=self.warmup_id,
+                    watch=self.watch,
+                    records=list(self.writer.records),
+                    summary=summary,
+                    spans=None
+                    if self.receiver is None
+                    else SpanInputs(
+                        self.receiver.address,
+                        self.receiver_counts,
+                        self.receiver.spans_path,
+                        self.spans_waited_s,
+                    ),
+                )
+            except OSError as exc:
+                raise TrialError(f"cannot write the server view in {out}: {exc}") from exc
         try:
             atomic_write(
                 out / "summary.json", _json(summary.model_dump(mode="json", by_alias=True))
@@ -158,6 +196,9 @@ class _Trial:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, self._on_sigint)
         try:
+            if self.settings.otlp_receiver is not None:
+                host, port = receiver_address(self.settings.otlp_receiver)
+                self.receiver = await asyncio.to_thread(Receiver, host, port, self.settings.out)
             async with self.keys.client(
                 self.settings.base_url,
                 timeout_s=self.settings.request_timeout_s,
@@ -176,6 +217,8 @@ class _Trial:
         except Exception as exc:
             self.facts.error = f"internal error: {type(exc).__name__}: {exc}"
         finally:
+            if self.receiver is not None:
+                self.receiver_counts = await asyncio.to_thread(self.receiver.stop)
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
 
@@ -254,8 +297,24 @@ class _Trial:
         self.facts.drain_s.append(took)
 
     async def _measure(self) -> None:
+        """Read the server's pages, offer everything, read them again; wait for the spans."""
+        if self.watch is not None:
+            await self._guard(self.watch.before(self.client))
         with gc_paused():
             await self._offer_all()
+        if self.facts.interrupted:
+            return
+        if self.watch is not None:
+            await self._guard(self.watch.after(self.client, len(self.completed_ids)))
+        if self.receiver is not None:
+            self.spans_waited_s = await self._guard(
+                wait_for_spans(
+                    self.receiver.spans_path,
+                    set(self.completed_ids),
+                    self.warmup_id,
+                    self.settings.otlp_wait_s,
+                )
+            )
 
     async def _offer_all(self) -> None:
         monitor = LoopLagMonitor(self.clock)
@@ -364,6 +423,8 @@ class _Trial:
 
     def _finish(self, outcome: Outcome) -> None:
         self.open.discard(outcome.sequence)
+        if outcome.stream is not None and outcome.stream.ok:
+            self.completed_ids.add(outcome.request_id)
         self.writer.put(outcome)
 
 

@@ -36,22 +36,33 @@ def redact_url(url: str) -> str:
     return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", url)
 
 
-def check_base_url(url: str) -> None:
-    """Refuse (TrialUsageError, exit 1) a ``--base`` that is not an ``http(s)://HOST[:PORT]`` URL;
-    the message never shows a password."""
+def check_base_url(url: str, flag: str = "--base") -> None:
+    """Refuse (TrialUsageError, exit 1) a ``--base`` (or ``flag``) that is not an
+    ``http(s)://HOST[:PORT]`` URL; the message never shows a password."""
     shown = redact_url(url)
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise TrialUsageError(f"--base {shown!r}: not a valid URL ({exc})") from None
+        raise TrialUsageError(f"{flag} {shown!r}: not a valid URL ({exc})") from None
     refuse_credentials(url)  # user info, a query or a fragment: never echoed, never recorded
     if parts.scheme not in ("http", "https"):
-        raise TrialUsageError(f"--base must be an http:// or https:// URL, got {shown!r}")
+        raise TrialUsageError(f"{flag} must be an http:// or https:// URL, got {shown!r}")
     if not parts.hostname:
-        raise TrialUsageError(f"--base {shown!r} has no host")
+        raise TrialUsageError(f"{flag} {shown!r} has no host")
     if port == 0:
-        raise TrialUsageError(f"--base {shown!r} has port 0")
+        raise TrialUsageError(f"{flag} {shown!r} has port 0")
+
+
+def receiver_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` of ``--otlp-receiver`` (port 0: any free port); TrialUsageError otherwise."""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise TrialUsageError(
+            f"--otlp-receiver must be HOST:PORT (for example 127.0.0.1:4318), got {text!r}"
+        )
+    return host, int(port)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +97,16 @@ class RunSettings:
     """``--max-model-len``: the context limit, for a server that reports none"""
     launch_records: tuple[Path, ...] = ()
     """``--launch-record``: the engines' launch records, copied into the run folder"""
+    fleet: Path | None = None
+    """``--fleet``: the engines whose ``/metrics`` are read around the run (with their roles)"""
+    engine_metrics: tuple[str, ...] = ()
+    """``--engine-metrics``: more engine base URLs whose ``/metrics`` are read"""
+    server_metrics: bool = True
+    """``--no-server-metrics`` turns the readings (and ``server.json``) off"""
+    otlp_receiver: str | None = None
+    """``--otlp-receiver HOST:PORT``: receive the engines' trace spans during the run"""
+    otlp_wait_s: float = 15.0
+    """``--otlp-wait``: how long after the last stream to wait for the last spans"""
 
     def validate(self) -> None:
         """Raise TrialUsageError (exit 1, before anything is touched) for a value the run cannot
@@ -154,6 +175,14 @@ class RunSettings:
         for ok, message in checks:
             if not ok:
                 raise TrialUsageError(message)
+        for url in self.engine_metrics:
+            check_base_url(url, "--engine-metrics")
+        if self.otlp_receiver is not None:
+            receiver_address(self.otlp_receiver)
+        if not (math.isfinite(self.otlp_wait_s) and 0 <= self.otlp_wait_s <= 600):
+            raise TrialUsageError(f"--otlp-wait must be 0 to 600 seconds, got {self.otlp_wait_s}")
+        if self.otlp_receiver is not None and not self.server_metrics:
+            raise TrialUsageError("--otlp-receiver needs the server view: drop --no-server-metrics")
 
     def api_keys(self) -> ApiKeyEnv:
         """Where the API key comes from (TrialUsageError for a named variable that is unset)."""
@@ -197,4 +226,9 @@ class RunSettings:
             "api_key_env": self.api_key_env,
             "max_model_len": self.max_model_len,
             "launch_records": [str(p) for p in self.launch_records],
+            "fleet": None if self.fleet is None else str(self.fleet),
+            "engine_metrics": [redact_url(u) for u in self.engine_metrics],
+            "server_metrics": self.server_metrics,
+            "otlp_receiver": self.otlp_receiver,
+            "otlp_wait": self.otlp_wait_s,
         }

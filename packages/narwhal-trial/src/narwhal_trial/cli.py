@@ -11,6 +11,7 @@ the budget ran out first, 1 for a blocking error, 130 interrupted.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,6 +154,54 @@ def run(
     api_key_env: ApiKeyEnvOpt = None,
     max_model_len: MaxModelLenOpt = None,
     launch_record: LaunchRecordOpt = None,
+    fleet: Annotated[
+        Path | None,
+        typer.Option(
+            "--fleet",
+            help="narwhal.fleet file: read each engine's /metrics just before the first offer "
+            "and after the last stream ends (server.json; the summary compares them with the "
+            "client's records per engine and for the fleet). Without it only --base's page "
+            "is read.",
+        ),
+    ] = None,
+    engine_metrics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--engine-metrics",
+            metavar="URL",
+            help="Another engine base URL whose /metrics to read around the run (repeat).",
+        ),
+    ] = None,
+    server_metrics: Annotated[
+        bool,
+        typer.Option(
+            "--server-metrics/--no-server-metrics",
+            help="Read the server's /metrics around the run. A page that cannot be read is "
+            "recorded as missing and never fails the run.",
+        ),
+    ] = True,
+    otlp_receiver: Annotated[
+        str | None,
+        typer.Option(
+            "--otlp-receiver",
+            metavar="HOST:PORT",
+            help="Receive the engines' per-request trace spans (OTLP/HTTP protobuf, POST "
+            "/v1/traces or /v1/traces/<engine iid>) for the run's duration, in its own "
+            "process, and join each to its record by request id: the server's queue, "
+            "prefill, decode and TTFT per request. Start vLLM with --otlp-traces-endpoint "
+            "http://HOST:PORT/v1/traces/<iid> and OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="
+            "http/protobuf.",
+        ),
+    ] = None,
+    otlp_wait: Annotated[
+        float,
+        typer.Option(
+            "--otlp-wait",
+            metavar="SECONDS",
+            help="After the last stream, wait at most this long for the spans of every "
+            "completed request (vLLM exports every 5 s by default).",
+        ),
+    ] = 15.0,
 ) -> None:
     """Drain, warm up, drain, then offer every request on its absolute schedule."""
     inv: _Invocation = ctx.obj
@@ -178,6 +227,14 @@ def run(
         ),
         command=inv.argv,
         launcher=inv.launcher,
+    )
+    settings = dataclasses.replace(
+        settings,
+        fleet=fleet,
+        engine_metrics=tuple(engine_metrics or ()),
+        server_metrics=server_metrics,
+        otlp_receiver=otlp_receiver,
+        otlp_wait_s=otlp_wait,
     )
     try:
         summary = run_trial(settings)
