@@ -7,7 +7,9 @@ before and after; ``read_run`` reads a finished run folder back through its mode
 (``load_model``, ``predict_rate``, ``find_max_rate``) foretells a trial's attainment
 and its highest passing rate from the profiles in virtual time, contacting nothing; ``read_edge``
 reads the folder of an ``edge`` search (the measured capacity search: ``edge.json`` and a run
-folder per trial). The command is ``narwhal-trial`` (``narwhal_trial.cli``).
+folder per trial). ``ServerDoc`` (``server.json``) and ``ServerView`` (the summary's ``server``)
+are the server's own view of a run: its ``/metrics`` deltas and spans against the client's
+records. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
 """
 
 from narwhal_trial._access import DEFAULT_API_KEY_ENV, ApiKeyEnv
@@ -42,6 +44,22 @@ from narwhal_trial._run import run_trial
 from narwhal_trial._runfolder import TrialRun, is_run_folder, read_run
 from narwhal_trial._schedule import ScheduleLimits, due_offsets_ns, miss_reason, pace, wait_until
 from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
+from narwhal_trial._server_records import (
+    CounterDelta,
+    EngineView,
+    FleetView,
+    HistogramDelta,
+    HistogramView,
+    PageReading,
+    QuantileInterval,
+    ReceiverFacts,
+    ServerDoc,
+    ServerPage,
+    ServerTiming,
+    ServerView,
+    SpanView,
+    TtftGap,
+)
 from narwhal_trial._settings import RunSettings
 from narwhal_trial._stats import required_good, wilson_interval
 from narwhal_trial._vtime import EngineModel, TrialShape, simulate
@@ -64,26 +82,39 @@ __all__ = [
     "STATUSES",
     "ApiKeyEnv",
     "CheckItem",
+    "CounterDelta",
     "Distribution",
     "DrainError",
     "EdgeRun",
     "EdgeSearch",
     "EngineModel",
+    "EngineView",
     "FleetModel",
+    "FleetView",
+    "HistogramDelta",
+    "HistogramView",
     "LoadedWorkload",
     "Manifest",
     "OutputPathError",
     "OutsideDomainError",
+    "PageReading",
     "PredictRequest",
     "Prediction",
     "PrepareError",
+    "QuantileInterval",
     "ReadError",
+    "ReceiverFacts",
     "Reconciliation",
     "RequestRecord",
     "RunSettings",
     "Sampling",
     "ScheduleLimits",
     "SeedPrompt",
+    "ServerDoc",
+    "ServerPage",
+    "ServerTiming",
+    "ServerView",
+    "SpanView",
     "Status",
     "Summary",
     "TrialError",
@@ -91,6 +122,7 @@ __all__ = [
     "TrialShape",
     "TrialTarget",
     "TrialUsageError",
+    "TtftGap",
     "Workload",
     "WorkloadError",
     "build_workload",

@@ -1,5 +1,6 @@
-"""Reading a finished run folder back: ``manifest.json``, ``requests.jsonl`` and ``summary.json``
-through their published models (what a report or a later analysis reads, never by hand)."""
+"""Reading a finished run folder back: ``manifest.json``, ``requests.jsonl``, ``summary.json`` and
+(when the run read the server's pages) ``server.json`` through their published models (what a
+report or a later analysis reads, never by hand)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from narwhal_trial._errors import ReadError
 from narwhal_trial._files import read_regular
 from narwhal_trial._reconcile import read_requests
 from narwhal_trial._records import Manifest, RequestRecord, Summary
+from narwhal_trial._server_records import ServerDoc
 
 MANIFEST_FILE = "manifest.json"
 REQUESTS_FILE = "requests.jsonl"
 SUMMARY_FILE = "summary.json"
+SERVER_FILE = "server.json"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -29,6 +32,8 @@ class TrialRun:
     manifest: Manifest
     records: list[RequestRecord]
     summary: Summary
+    server: ServerDoc | None = None
+    """``server.json``: each page's deltas over the run (None: older runs, --no-server-metrics)"""
 
 
 def is_run_folder(path: Path) -> bool:
@@ -70,4 +75,10 @@ def read_run(path: Path) -> TrialRun:
             f"{path / REQUESTS_FILE}: {len(foreign)} record(s) of another run (first "
             f"{foreign[0]}), not of {manifest.run_id}"
         )
-    return TrialRun(path, manifest, sorted(records, key=lambda r: r.sequence), summary)
+    server_path = path / SERVER_FILE
+    server = read_document(server_path, ServerDoc) if server_path.exists() else None
+    if server is not None and server.run_id != manifest.run_id:
+        raise ReadError(
+            f"{path}: server.json is of run {server.run_id}, manifest.json of {manifest.run_id}"
+        )
+    return TrialRun(path, manifest, sorted(records, key=lambda r: r.sequence), summary, server)

@@ -10,6 +10,7 @@ from narwhal_store import SchemaSet
 from narwhal_trial._edge_doc import EdgeSearch
 from narwhal_trial._prediction import Prediction
 from narwhal_trial._records import Manifest, RequestRecord, Summary
+from narwhal_trial._server_records import ServerDoc
 from narwhal_trial._workload import Workload
 
 _TRIAL_SCHEMAS = SchemaSet(
@@ -20,6 +21,7 @@ _TRIAL_SCHEMAS = SchemaSet(
         "summary": Summary,
         "prediction": Prediction,
         "edge": EdgeSearch,  # edge.json of a measured capacity search
+        "server": ServerDoc,  # server.json: the server's /metrics deltas over a run
     },
     file_name="trial-{name}.schema.json",
     mode="serialization",  # the documents as the trial writes them
@@ -27,7 +29,8 @@ _TRIAL_SCHEMAS = SchemaSet(
 SCHEMA_FILES = _TRIAL_SCHEMAS.file_names
 """File name of each schema in the checked-in folder."""
 json_schemas = _TRIAL_SCHEMAS.json_schemas
-"""``workload``, ``manifest``, ``request``, ``summary``, ``prediction``, ``edge`` → schema."""
+"""``workload``, ``manifest``, ``request``, ``summary``, ``prediction``, ``edge``, ``server`` →
+schema."""
 schema_bytes = _TRIAL_SCHEMAS.schema_bytes
 """File name → the exact bytes ``write_schemas`` writes."""
 write_schemas = _TRIAL_SCHEMAS.write_schemas
