@@ -37,12 +37,9 @@ def _page(ttft: list[int], ttft_sum: float, done: int, *, start: float = 100.0,
     for bound, count in zip(("0.1", "0.5", "1.0", "+Inf"), ttft, strict=True):
         running += count
         half = running // 2
-        lines.append(
-            f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="{bound}",model_name="a"}} {half}'
-        )
-        lines.append(
-            f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="{bound}",model_name="b"}} {running - half}'
-        )  # noqa: E501 - one sample line
+        name = "vllm:time_to_first_token_seconds_bucket"
+        lines.append(f'{name}{{engine="0",le="{bound}",model_name="a"}} {half}')
+        lines.append(f'{name}{{engine="0",le="{bound}",model_name="b"}} {running - half}')
     lines += [
         f'vllm:time_to_first_token_seconds_count{{engine="0",model_name="a"}} {running // 2}',
         f'vllm:time_to_first_token_seconds_count{{engine="0",model_name="b"}} {running - running // 2}',  # noqa: E501 - one sample line
@@ -148,9 +145,9 @@ def _record(n: int, ttft: float, status: str = "completed") -> RequestRecord:
 def test_split_fleet_adds_the_prefill_engines_e2e_to_the_serving_ttft() -> None:
     """Two requests split (prefill e2e 0.2 s each, decode TTFT 0.05 s each) and two whole ones on
     a mixed engine (TTFT 0.3 s each): the fleet's mean server TTFT is (0.4 + 0.1 + 0.6) / 4."""
-    prefill = page_delta(MetricsTarget("p", "engine", "u", "prefill"),
-                         _reading(_page([0, 0, 0, 0], 0, 0, e2e=([0, 0, 0, 0], 0.0))),
-                         _reading(_page([2, 0, 0, 0], 0.1, 2, e2e=([0, 2, 0, 0], 0.4))), "u")  # fmt: skip
+    before = _reading(_page([0, 0, 0, 0], 0, 0, e2e=([0, 0, 0, 0], 0.0)))
+    after = _reading(_page([2, 0, 0, 0], 0.1, 2, e2e=([0, 2, 0, 0], 0.4)))
+    prefill = page_delta(MetricsTarget("p", "engine", "u", "prefill"), before, after, "u")
     decode = page_delta(MetricsTarget("d", "engine", "u", "decode"),
                         _reading(_page([0, 0, 0, 0], 0, 0)), _reading(_page([2, 0, 0, 0], 0.1, 2)),
                         "u")  # fmt: skip
