@@ -2,11 +2,13 @@
 
 Library entry points used by tests and benchmarks: the latency presets and the model functions
 (``idle_ttft_s``, ``tpot_s``) that the simulated engines follow; ``narwhal_sim.testing`` starts a
-fleet as a subprocess. The command is ``narwhal-sim`` (``python -m narwhal_sim``).
+fleet as a subprocess; ``encode_export_request`` is the OTLP trace encoder the engines' span
+export uses. The command is ``narwhal-sim`` (``python -m narwhal_sim``).
 """
 
 from narwhal_sim._errors import SimConfigError, SimError, SimStartError
 from narwhal_sim._faults import Faults, HttpErrorFault
+from narwhal_sim._otlp import OtlpSpan, encode_export_request
 from narwhal_sim._presets import (
     DEFAULT_PRESET,
     Preset,
@@ -26,6 +28,7 @@ __all__ = [
     "VOCAB_SIZE",
     "Faults",
     "HttpErrorFault",
+    "OtlpSpan",
     "Preset",
     "SimConfigError",
     "SimError",
@@ -33,6 +36,7 @@ __all__ = [
     "decode",
     "decode_step_s",
     "encode",
+    "encode_export_request",
     "get_preset",
     "idle_ttft_s",
     "prefill_chunk_s",

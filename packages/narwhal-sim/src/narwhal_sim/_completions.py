@@ -73,6 +73,9 @@ class CompletionParams:
     # decode engine, or decodes a prompt a remote prefill engine has computed.
     remote_decode: bool = False
     remote_prefill: bool = False
+    # sampling parameters (no effect on the simulated tokens; reported in trace spans)
+    temperature: float = 1.0
+    top_p: float = 1.0
 
 
 def _bool(body: Mapping[str, Any], key: str, default: bool) -> bool:
@@ -91,6 +94,29 @@ def _int(body: Mapping[str, Any], key: str, default: int | None) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _invalid(("body", key), "Input should be a valid integer")
     return value
+
+
+def _number(body: Mapping[str, Any], key: str, default: float) -> float:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _invalid(("body", key), "Input should be a valid number")
+    return float(value)
+
+
+def _sampling(body: Mapping[str, Any]) -> tuple[float, float]:
+    """``temperature`` and ``top_p`` (default 1.0, as vLLM without a generation config), with
+    the checks and messages of vLLM's ``SamplingParams``."""
+    temperature = _number(body, "temperature", 1.0)
+    if not temperature >= 0:
+        raise ApiError(
+            400, f"temperature must be non-negative, got {temperature}.", param="temperature"
+        )
+    top_p = _number(body, "top_p", 1.0)
+    if not 0 < top_p <= 1:
+        raise ApiError(400, f"top_p must be in (0, 1], got {top_p}.", param="top_p")
+    return temperature, top_p
 
 
 def _has_token_ids(version: str) -> bool:
@@ -227,6 +253,7 @@ def parse_completion(
     if transfer is not None and not isinstance(transfer, dict):
         raise _invalid(("body", "kv_transfer_params"), "Input should be a valid dictionary")
     transfer = transfer or {}
+    temperature, top_p = _sampling(body)
     return CompletionParams(
         request_id=f"cmpl-{base}",
         prompt_ids=prompt_ids,
@@ -244,4 +271,6 @@ def parse_completion(
         digest=digest,
         remote_decode=transfer.get("do_remote_decode") is True,
         remote_prefill=transfer.get("do_remote_prefill") is True,
+        temperature=temperature,
+        top_p=top_p,
     )

@@ -17,6 +17,7 @@ import orjson
 from narwhal_sim._errors import SimConfigError
 from narwhal_sim._faults import Faults
 from narwhal_sim._http import KEEP_ALIVE_S
+from narwhal_sim._otlp import parse_http_endpoint
 from narwhal_sim._presets import Preset, get_preset
 from narwhal_sim._scheduler import SCHEDULER_MODES, SchedulerMode
 from narwhal_store import (
@@ -59,6 +60,8 @@ ENGINE_KEYS = frozenset(
         "faults",
         "kv_transfer_s_per_token",
         "keep_alive_s",
+        "otlp_traces_endpoint",
+        "otlp_export_interval_s",
     }
 )
 KV_TRANSFER_S_PER_TOKEN = 2.5e-6
@@ -115,6 +118,10 @@ class EngineSettings:
     scheduler: SchedulerMode = "shared"
     # vLLM's VLLM_SERVER_DEV_MODE=1: the development routes, of which GET /server_info is served.
     dev_mode: bool = False
+    # vLLM's --otlp-traces-endpoint (``{iid}`` already replaced): one span per finished request,
+    # exported in batches every ``otlp_export_interval_s``; None exports nothing.
+    otlp_traces_endpoint: str | None = None
+    otlp_export_interval_s: float = 0.5
 
     @property
     def url(self) -> str:
@@ -270,7 +277,7 @@ def resolve_engines(
     first: dict[tuple[str, int], int] = {}
     for i, entry in enumerate(config.engines):
         host, port = _address(entry, f"{where}engines[{i}].url", allow_non_loopback)
-        settings = _resolve_one(entry, host, port, sim, preset)
+        settings = _resolve_one(entry, host, port, sim, preset, allow_non_loopback)
         if (host, port) in first:
             raise SimConfigError(
                 f"{where}engines[{i}].url: {settings.url} is used twice "
@@ -299,6 +306,7 @@ def _resolve_one(
     port: int,
     sim: Mapping[str, Any],
     preset_name: str | None,
+    allow_non_loopback: bool = False,
 ) -> EngineSettings:
     iid = entry.iid
     table: dict[str, Any] = {}
@@ -391,6 +399,12 @@ def _resolve_one(
         keep_alive_s=_number("keep_alive_s", table.get("keep_alive_s", KEEP_ALIVE_S), iid),
         scheduler=_scheduler_mode(table.get("scheduler", "shared"), iid),
         dev_mode=_flag("dev_mode", table.get("dev_mode", False), iid),
+        otlp_traces_endpoint=_otlp_endpoint(
+            table.get("otlp_traces_endpoint"), iid, allow_non_loopback
+        ),
+        otlp_export_interval_s=_number(
+            "otlp_export_interval_s", table.get("otlp_export_interval_s", 0.5), iid
+        ),
     )
 
 
@@ -400,6 +414,7 @@ _RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
     "gpu_memory_utilization": (lambda v: 0 <= v <= 1, "a fraction in [0, 1]"),
     "kv_transfer_s_per_token": (lambda v: 0 <= v < 1, "seconds in [0, 1)"),
     "keep_alive_s": (lambda v: 0 < v <= 3600, "seconds in (0, 3600]"),
+    "otlp_export_interval_s": (lambda v: 0 < v <= 60, "seconds in (0, 60]"),
 }
 
 
@@ -438,3 +453,24 @@ def _flag(key: str, value: Any, iid: str) -> bool:
             f"sim config engines.{iid}.{key}: expected true or false, got {value!r}"
         )
     return value
+
+
+def _otlp_endpoint(value: Any, iid: str, allow_non_loopback: bool) -> str | None:
+    """The OTLP/HTTP traces URL of key ``otlp_traces_endpoint`` with ``{iid}`` replaced by the
+    engine's iid (None: no export); anything but ``http://HOST:PORT/PATH`` on a loopback host
+    (unless allowed, as the engines' own addresses) is one line naming the key and the value."""
+    if value is None:
+        return None
+    where = f"sim config engines.{iid}.otlp_traces_endpoint"
+    if not isinstance(value, str):
+        raise SimConfigError(f"{where}: expected http://HOST:PORT/PATH, got {value!r}")
+    url = value.replace("{iid}", iid)
+    try:
+        host, _, _ = parse_http_endpoint(url)
+    except ValueError as exc:
+        raise SimConfigError(f"{where}: {exc}, got {value!r}") from exc
+    if not allow_non_loopback and not is_loopback(host):
+        raise SimConfigError(
+            f"{where}: {host} is not loopback (use --allow-non-loopback), got {value!r}"
+        )
+    return url

@@ -21,7 +21,9 @@ from narwhal_sim._http import HttpServer, Request, Responder
 from narwhal_sim._info import detokenize_reply, model_list, server_info_reply, tokenize_reply
 from narwhal_sim._metrics import EngineStats, cache_config_labels, render_engine_metrics
 from narwhal_sim._scheduler import Device, EngineScheduler, SimRequest, StepObserver
+from narwhal_sim._spans import NO_TRACING_STATE, tracer_for
 from narwhal_sim._stream import StreamWriter
+from narwhal_sim._timings import request_timings
 
 _TEXT = b"text/plain; version=0.0.4; charset=utf-8"
 _NOT_FOUND = b'{"detail":"Not Found"}'
@@ -67,16 +69,21 @@ class SimEngine:
         device.attach(self.scheduler)
         self.server = HttpServer(self.handle, keep_alive_s=settings.keep_alive_s)
         self.server.drop_idle_after_s = self.faults.drop_idle_after_s
+        self.tracer = tracer_for(settings)  # None: no otlp_traces_endpoint
 
     # lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
         """Listen on the engine's address."""
         await self.server.start(self.settings.host, self.settings.port)
+        if self.tracer is not None:
+            self.tracer.exporter.start()
 
     async def stop(self) -> None:
         """Cut everything and close the socket."""
         self.scheduler.abort_all()
         await self.server.stop()
+        if self.tracer is not None:
+            await self.tracer.exporter.stop()  # one bounded flush of the queued spans
 
     def restart(self) -> None:
         """A new process: in-flight requests cut, new metrics and ``process_start_time_seconds``."""
@@ -89,6 +96,8 @@ class SimEngine:
         self.faults = self.faults.merged(patch)
         self.scheduler.stalled = self.faults.stall
         self.server.drop_idle_after_s = self.faults.drop_idle_after_s
+        if self.tracer is not None and "span_drop_every" in patch:
+            self.tracer.restart_drop_count()
         self.device.wake()
 
     def state(self) -> dict[str, Any]:
@@ -126,6 +135,7 @@ class SimEngine:
                 "idle_closes": self.server.idle_closes,
                 "idle_drops": self.server.idle_drops,
             },
+            "otlp": self.tracer.state() if self.tracer is not None else dict(NO_TRACING_STATE),
         }
 
     # observer (simulated seconds) --------------------------------------------------------------
@@ -139,7 +149,12 @@ class SimEngine:
         self.stats.generation_tokens += tokens
 
     def _on_finish(self, r: SimRequest, e2e: float) -> None:
-        self.stats.e2e.observe(e2e)
+        # one computation for the histograms and the span (its e2e_s is the scheduler's e2e)
+        timings = request_timings(r, self.device.time_scale)
+        self.stats.observe_finished(timings)
+        if self.tracer is not None:
+            now = asyncio.get_running_loop().time()
+            self.tracer.finished(r, timings, self.faults.span_drop_every, now)
 
     # HTTP --------------------------------------------------------------------------------------
     def _version(self) -> str:
@@ -297,11 +312,15 @@ class SimEngine:
             request.computed = request.prompt_len - 1
         resp.on_close(lambda: self._drop(request))
         self.activity.begin(now)
+        if self.tracer is not None:
+            self.tracer.track(request, params)
         self.scheduler.submit(request)
         try:
             outcome = await sink.done
         finally:
             self.activity.end(loop.time())
+            if self.tracer is not None:
+                self.tracer.forget(request)
         self._count(params, outcome)
         if params.stream:
             return  # the writer has ended (or cut) the stream

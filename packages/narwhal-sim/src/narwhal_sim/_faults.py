@@ -38,6 +38,8 @@ class Faults:
     # a request arriving on a connection idle longer than this many seconds is dropped unanswered
     # and the connection closed: the client always loses the keep-alive race
     drop_idle_after_s: float | None = None
+    # with an OTLP traces endpoint: every Nth request finishing after this is set exports no span
+    span_drop_every: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able view (``GET /_sim/state``)."""
@@ -77,6 +79,8 @@ def _check(key: str, value: Any) -> Any:
         return _len_fault(key, value)
     if key in ("cut_after_tokens", "stream_error_after_tokens", "usage_excess_tokens"):
         return _int(key, value, minimum=0)
+    if key == "span_drop_every":
+        return _int(key, value, minimum=1)
     if key == "stall" or key == "prefix_caching":
         if not isinstance(value, bool):
             raise SimConfigError(f"fault {key}: expected true or false, got {value!r}")

@@ -6,74 +6,23 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from narwhal_sim._timings import RequestTimings
+
+# vLLM's buckets (vllm/v1/metrics/loggers.py); E2E_BUCKETS are its request-latency buckets
+# fmt: off
 TTFT_BUCKETS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
 )
 ITL_BUCKETS = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
+    1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
 )
 E2E_BUCKETS = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
+    30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
 )
+# fmt: on
 
 
 @dataclass(slots=True)
@@ -102,9 +51,69 @@ class EngineStats:
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+    # per finished request (vLLM's request-latency buckets; time per output token: ITL's)
+    queue: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+    prefill: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+    decode: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+    inference: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+    tpot: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
     prompt_tokens: int = 0
     generation_tokens: int = 0
     success: dict[str, int] = field(default_factory=lambda: {"stop": 0, "length": 0, "abort": 0})
+
+    def observe_finished(self, t: RequestTimings) -> None:
+        """A request that finished normally: e2e and the per-request phase histograms."""
+        self.e2e.observe(t.e2e_s)
+        self.queue.observe(t.queue_s)
+        self.prefill.observe(t.prefill_s)
+        self.decode.observe(t.decode_s)
+        self.inference.observe(t.inference_s)
+        self.tpot.observe(t.tpot_s)
+
+    def histograms(self) -> tuple[tuple[str, str, Histogram], ...]:
+        """(name, help, histogram) of every histogram, in ``/metrics`` order (vLLM's texts)."""
+        return (
+            (
+                "vllm:time_to_first_token_seconds",
+                "Histogram of time to first token in seconds.",
+                self.ttft,
+            ),
+            (
+                "vllm:inter_token_latency_seconds",
+                "Histogram of inter-token latency in seconds.",
+                self.itl,
+            ),
+            (
+                "vllm:e2e_request_latency_seconds",
+                "Histogram of e2e request latency in seconds.",
+                self.e2e,
+            ),
+            (
+                "vllm:request_queue_time_seconds",
+                "Histogram of time spent in WAITING phase for request.",
+                self.queue,
+            ),
+            (
+                "vllm:request_inference_time_seconds",
+                "Histogram of time spent in RUNNING phase for request.",
+                self.inference,
+            ),
+            (
+                "vllm:request_prefill_time_seconds",
+                "Histogram of time spent in PREFILL phase for request.",
+                self.prefill,
+            ),
+            (
+                "vllm:request_decode_time_seconds",
+                "Histogram of time spent in DECODE phase for request.",
+                self.decode,
+            ),
+            (
+                "vllm:request_time_per_output_token_seconds",
+                "Histogram of time_per_output_token_seconds per request.",
+                self.tpot,
+            ),
+        )
 
 
 def _esc(value: str) -> str:
@@ -185,27 +194,8 @@ def render_engine_metrics(
         lines.append(
             f"vllm:request_success_total{_labels({**lab, 'finished_reason': reason})} {_fmt(count)}"
         )
-    _histogram(
-        lines,
-        "vllm:time_to_first_token_seconds",
-        "Histogram of time to first token in seconds.",
-        stats.ttft,
-        lab,
-    )
-    _histogram(
-        lines,
-        "vllm:inter_token_latency_seconds",
-        "Histogram of inter-token latency in seconds.",
-        stats.itl,
-        lab,
-    )
-    _histogram(
-        lines,
-        "vllm:e2e_request_latency_seconds",
-        "Histogram of e2e request latency in seconds.",
-        stats.e2e,
-        lab,
-    )
+    for name, help_text, h in stats.histograms():
+        _histogram(lines, name, help_text, h, lab)
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 

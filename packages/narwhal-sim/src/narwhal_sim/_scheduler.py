@@ -66,6 +66,8 @@ class SimRequest:
     generated: int = 0
     last_token_at: float | None = None
     done: bool = False
+    scheduled_at: float | None = None  # loop time it was admitted to ``running``
+    first_token_at: float | None = None  # loop time of its first token
 
 
 @dataclass(slots=True)
@@ -169,6 +171,7 @@ class EngineScheduler:
         ):
             r = waiting.popleft()
             self.kv_reserved += r.kv_need
+            r.scheduled_at = now
             running.append(r)
         if not running:
             return None
@@ -234,7 +237,7 @@ class EngineScheduler:
             r.computed += take
             if r.computed >= r.prompt_len:
                 r.generated = 1
-                r.last_token_at = now
+                r.last_token_at = r.first_token_at = now
                 observer.on_first_token(r, (now - r.arrival) * scale)
                 end = r.target_tokens <= 1
                 if end:
