@@ -1,25 +1,26 @@
-"""vLLM's per-request trace spans, collected by ``otlp_sink.py`` next to a server.
+"""vLLM's per-request trace spans, received by the trial package's OTLP/HTTP receiver.
 
-``sink(python, folder)`` starts the sink (with the vLLM venv's interpreter) on a free loopback
-port and yields what a server needs to export to it: ``--otlp-traces-endpoint`` and the
-environment that selects OTLP/HTTP and a short export delay. ``wait_for_spans`` reads the spans
-back, keyed by the request id the client sent as ``X-Request-Id``.
+``sink(folder)`` runs ``narwhal_trial``'s receiver (the process behind ``run --otlp-receiver``,
+its own protobuf decoder, no vLLM code) on a free loopback port and yields what a server needs to
+export to it: ``--otlp-traces-endpoint`` and the environment that selects OTLP/HTTP and a short
+export delay. ``wait_for_spans`` reads the spans back, keyed by the request id the client sent as
+``X-Request-Id``, each as its flat attributes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import subprocess
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from narwhal_sim.testing import free_port
+import orjson
 
-SINK_SCRIPT = Path(__file__).resolve().with_name("otlp_sink.py")
+from narwhal_sim.testing import free_port
+from narwhal_trial._otlp_receiver import Receiver
+
 DECODE_S = "gen_ai.latency.time_in_model_decode"
 TOKENS = "gen_ai.usage.completion_tokens"
 REQUEST_ID = "gen_ai.request.id"
@@ -27,7 +28,7 @@ REQUEST_ID = "gen_ai.request.id"
 
 @dataclass(frozen=True)
 class Sink:
-    """A running sink: the server options that export to it and where its spans land."""
+    """A running receiver: the server options that export to it and where its spans land."""
 
     endpoint: str
     spans_path: Path
@@ -37,40 +38,31 @@ class Sink:
         return ("--otlp-traces-endpoint", self.endpoint)
 
     def server_env(self) -> dict[str, str]:
-        """OTLP over HTTP (the sink speaks no gRPC); export every 0.5 s."""
-        return {
-            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
-            "OTEL_BSP_SCHEDULE_DELAY": "500",
-        }
+        """OTLP over HTTP (the receiver speaks no gRPC); export every 0.5 s."""
+        return server_env()
+
+
+def server_env() -> dict[str, str]:
+    """What a vLLM server needs to export OTLP/HTTP protobuf every 0.5 s."""
+    return {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_BSP_SCHEDULE_DELAY": "500"}
+
+
+def endpoint(port: int, iid: str) -> str:
+    """The export URL of engine ``iid`` at a receiver on 127.0.0.1:``port``."""
+    return f"http://127.0.0.1:{port}/v1/traces/{iid}"
 
 
 @contextlib.contextmanager
-def sink(python: Path, folder: Path) -> Iterator[Sink]:
-    """Run the sink for the duration of the block."""
-    port = free_port()
-    spans_path = folder / "spans.jsonl"
-    log = (folder / "otlp-sink.log").open("wb")
-    process = subprocess.Popen(
-        [str(python), str(SINK_SCRIPT), str(port), str(spans_path)],
-        stdout=subprocess.PIPE,
-        stderr=log,
-        stdin=subprocess.DEVNULL,
-    )
+def sink(folder: Path, iid: str, port: int | None = None) -> Iterator[Sink]:
+    """Run the receiver for the duration of the block (its files in ``folder/sink``)."""
+    port = port or free_port()
+    out = folder / "sink"
+    out.mkdir(mode=0o700, exist_ok=True)
+    receiver = Receiver("127.0.0.1", port, out)
     try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.strip() == b"ready", f"the OTLP sink did not start (see {log.name})"
-        yield Sink(f"http://127.0.0.1:{port}/v1/traces", spans_path)
+        yield Sink(endpoint(port, iid), receiver.spans_path)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
-        log.close()
+        receiver.stop()
 
 
 def _key(span_id: str) -> str:
@@ -79,14 +71,16 @@ def _key(span_id: str) -> str:
 
 
 def read_spans(path: Path) -> dict[str, dict[str, Any]]:
-    """Every span so far, by the client's request id."""
+    """Every span so far, by the client's request id: its attributes."""
     if not path.is_file():
         return {}
     out: dict[str, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line:
-            doc = json.loads(line)
-            out[_key(str(doc[REQUEST_ID]))] = doc
+    for line in path.read_bytes().splitlines():
+        try:
+            attrs = dict(orjson.loads(line)["attributes"])
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            continue  # blank, or the line the receiver is writing right now
+        out[_key(str(attrs[REQUEST_ID]))] = attrs
     return out
 
 

@@ -9,13 +9,15 @@ from collections.abc import Iterator
 
 import pytest
 
+from narwhal_sim.testing import free_port
 from narwhal_store import BURSTY_SHARE
 
 from . import _commands as cmd
 from . import _tracing as tracing
 from ._checks import RefusalChecks, SuiteChecks, decode_streams
+from ._server_view import ServerViewChecks, spans_trial
 from ._state import Conformance
-from ._suite import Shape, Suite, run_suite, write_transcript
+from ._suite import IID, Shape, Suite, run_suite, write_transcript
 from ._tpot import compare, per_cohort
 
 VARIANT = "stream-interval-4"
@@ -31,29 +33,34 @@ SHAPE = Shape((32, 128, 512, 1024), (16, 32), (1, 4), 192, 3, 3, 32, 16)
 
 @pytest.fixture(scope="module")
 def suite(conformance: Conformance) -> Iterator[Suite]:
-    """The interval-4 server (exporting its per-request trace spans to a sink), started for this
-    module only, and the commands run against it."""
+    """The interval-4 server (exporting its per-request trace spans to the trial's receiver),
+    started for this module only, and the commands run against it: the suite with the receiver
+    as a sink, then a trial with spans (``run --otlp-receiver`` on the same port)."""
     folder = conformance.folder(VARIANT)
-    with tracing.sink(conformance.python, folder) as sink:
-        extra = ("--stream-interval", str(INTERVAL), *sink.server_args())
-        with conformance.server(VARIANT, extra=extra, env=sink.server_env()) as server:
+    port = free_port()
+    extra = ("--stream-interval", str(INTERVAL), "--otlp-traces-endpoint",
+             tracing.endpoint(port, IID))  # fmt: skip
+    with conformance.server(VARIANT, extra=extra, env=tracing.server_env()) as server:
+        with tracing.sink(folder, IID, port) as sink:
             done = run_suite(VARIANT, server, folder, SHAPE)
             ids = [s["request_id"] for s in decode_streams(done)] if done.sidecar.is_file() else []
             done.spans = tracing.wait_for_spans(sink.spans_path, ids)
-            yield done
-            write_transcript(done)
-            figures: dict[str, object] = {
-                "profile_exit": done.profile.returncode,
-                "profile_wall_s": round(done.profile.wall_s, 1),
-            }
-            if done.sidecar.is_file():
-                figures["itl_histogram_vs_stored"] = compare(done)
-                cohorts = per_cohort(done, done.spans)
-                figures["cohorts_vs_engine_spans"] = [c.figures() for c in cohorts]
-            conformance.record(VARIANT, **figures)
+        done.extra_done.append(spans_trial(done, port))
+        yield done
+        write_transcript(done)
+        figures: dict[str, object] = {
+            "profile_exit": done.profile.returncode,
+            "profile_wall_s": round(done.profile.wall_s, 1),
+        }
+        figures["server_view"] = ServerViewChecks.figures(done)
+        if done.sidecar.is_file():
+            figures["itl_histogram_vs_stored"] = compare(done)
+            cohorts = per_cohort(done, done.spans)
+            figures["cohorts_vs_engine_spans"] = [c.figures() for c in cohorts]
+        conformance.record(VARIANT, **figures)
 
 
-class TestStreamInterval(SuiteChecks, RefusalChecks):
+class TestStreamInterval(SuiteChecks, RefusalChecks, ServerViewChecks):
     """Every protocol truth with four tokens per chunk."""
 
     def test_chunks_carry_several_tokens(self, suite: Suite) -> None:
