@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,15 +82,19 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def write_fleet(folder: Path) -> tuple[Path, Path, list[dict[str, Any]]]:
-    """The example fleet on fresh ports (profiles land beside it), and the example sim config."""
+def write_fleet(folder: Path, otlp_port: int) -> tuple[Path, Path, list[dict[str, Any]]]:
+    """The example fleet on fresh ports (profiles land beside it), and the example sim config
+    with every engine exporting its trace spans to 127.0.0.1:``otlp_port`` (the trials'
+    ``--otlp-receiver``; between trials nothing listens and the engines drop them)."""
     fleet = json.loads((REPO / "examples" / "sim-fleet.json").read_text())
     for engine in fleet["engines"]:
         engine["url"] = f"http://127.0.0.1:{free_port()}"
     fleet_path = folder / "fleet.json"
     fleet_path.write_text(json.dumps(fleet, indent=2) + "\n")
     sim_path = folder / "sim-config.json"
-    sim_path.write_text((REPO / "examples" / "sim-config.json").read_text())
+    sim = json.loads((REPO / "examples" / "sim-config.json").read_text())
+    sim["defaults"]["otlp_traces_endpoint"] = f"http://127.0.0.1:{otlp_port}/v1/traces/{{iid}}"
+    sim_path.write_text(json.dumps(sim, indent=2) + "\n")
     return fleet_path, sim_path, list(fleet["engines"])
 
 
@@ -222,12 +227,27 @@ def trial(*args: str) -> list[str]:
     return [sys.executable, str(LAUNCHER), *args]
 
 
-def run_rates(base: str, folder: Path, requests: int, scale: float) -> dict[float, str]:
+@dataclass(frozen=True)
+class Server:
+    """What each trial reads of the server: the fleet's pages and the engines' spans."""
+
+    fleet: Path
+    otlp_port: int
+
+    def args(self) -> list[str]:
+        """``run``'s options for them."""
+        return ["--fleet", str(self.fleet), "--otlp-receiver", f"127.0.0.1:{self.otlp_port}",
+                "--otlp-wait", "5"]  # fmt: skip
+
+
+def run_rates(
+    base: str, folder: Path, requests: int, scale: float, server: Server
+) -> dict[float, str]:
     """The runbook's sweep: 0.5 then 1 request/s, stopping at the first rate that misses."""
     verdicts: dict[float, str] = {}
     for rate in RATES:
-        summary = run_rate(base, folder, rate, requests, scale)
-        verdicts[rate] = _verdict(summary, scale)
+        summary = run_rate(base, folder, rate, requests, scale, server)
+        verdicts[rate] = _verdict(summary, scale) + "\n" + server_line(folder, rate, scale)
         if summary["exit_code"] != 0:
             if not summary["client_schedule_valid"]:
                 raise StepFailed(f"client scheduling missed at {rate:g} request/s")
@@ -236,7 +256,9 @@ def run_rates(base: str, folder: Path, requests: int, scale: float) -> dict[floa
     return verdicts
 
 
-def run_rate(base: str, folder: Path, rate: float, requests: int, scale: float) -> dict[str, Any]:
+def run_rate(
+    base: str, folder: Path, rate: float, requests: int, scale: float, server: Server
+) -> dict[str, Any]:
     """One trial (a miss is a verdict, exit 2) reconciled with the router journal; its summary."""
     out = folder / f"rate-{rate:g}"
     step(
@@ -245,7 +267,7 @@ def run_rate(base: str, folder: Path, rate: float, requests: int, scale: float) 
             "run", "--base", base, "--workload", str(folder / "workload" / "workload.json"),
             "--rate", f"{rate * scale:g}", "--requests", str(requests),
             "--ttft", f"{TTFT_S / scale:g}", "--tpot", f"{TPOT_S / scale:g}",
-            "--attainment", ATTAINMENT, "--out", str(out),
+            "--attainment", ATTAINMENT, "--out", str(out), *server.args(),
         ),
         ok=(0, 2),
     )  # fmt: skip
@@ -337,6 +359,35 @@ def measure_edge(
     )
 
 
+def server_line(folder: Path, rate: float, scale: float) -> str:
+    """The server's side of one trial, in the fleet's own time: the client-added TTFT per
+    request (client TTFT x time scale - the engines' span TTFT) and each engine's share."""
+    out = folder / f"rate-{rate:g}"
+    summary = json.loads((out / "summary.json").read_text())
+    view = summary.get("server")
+    if view is None:
+        return "     server view: none"
+    added = []
+    for line in (out / "requests.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record.get("server") and record["ttft_s"] is not None:
+            added.append(record["ttft_s"] * scale - record["server"]["ttft_s"])
+    split = ", ".join(
+        f"{e['name']} {e['completed']}" + (f" ({e['share'] * 100:.0f} %)" if e["share"] else "")
+        for e in view["engines"]
+    )
+    spans = view.get("spans") or {}
+    matched = f"{spans.get('matched', 0)}/{spans.get('client_completed', 0)} matched to spans"
+    if not added:
+        return f"     server: engines {split}; {matched}"
+    added.sort()
+    p50, top = added[len(added) // 2], added[-1]
+    return (
+        f"     server: client-added TTFT p50 {_ms(p50)}, max {_ms(top)} ({matched}); "
+        f"engines {split}"
+    )
+
+
 def _per_s(rate: float | None, scale: float) -> str:
     return "none" if rate is None else f"{rate / scale:.4g} request/s"
 
@@ -389,7 +440,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     port = ROUTER_PORT if port_is_free(ROUTER_PORT) else free_port()
     if port != ROUTER_PORT:
         say(f"   127.0.0.1:{ROUTER_PORT} is busy: the router uses port {port} instead")
-    fleet, sim_config, engines = write_fleet(folder)
+    otlp_port = free_port()
+    fleet, sim_config, engines = write_fleet(folder, otlp_port)
+    server = Server(fleet, otlp_port)
     verdicts: dict[float, str] = {}
     predicted: dict[float, str] = {}
     edge = "not measured"
@@ -413,14 +466,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "--fleet", str(fleet), "--profiles", str(store), *launch,
             ))  # fmt: skip
             predicted = predict_rates(tdir, fleet, store, args.requests, args.time_scale)
-            verdicts = run_rates(base, tdir, args.requests, args.time_scale)
+            verdicts = run_rates(base, tdir, args.requests, args.time_scale, server)
             say(f"== past the edge: {OVERLOAD_RATE:g} request/s, {OVERLOAD_REQUESTS} requests")
             say("   (not the runbook's: it shows what a miss looks like, predicted and measured)")
             predicted[OVERLOAD_RATE] = predict_rate(
                 tdir, fleet, store, OVERLOAD_RATE, OVERLOAD_REQUESTS, args.time_scale
             )
-            overload = run_rate(base, tdir, OVERLOAD_RATE, OVERLOAD_REQUESTS, args.time_scale)
-            verdicts[OVERLOAD_RATE] = _verdict(overload, args.time_scale)
+            overload = run_rate(
+                base, tdir, OVERLOAD_RATE, OVERLOAD_REQUESTS, args.time_scale, server
+            )
+            verdicts[OVERLOAD_RATE] = (
+                _verdict(overload, args.time_scale)
+                + "\n"
+                + server_line(tdir, OVERLOAD_RATE, args.time_scale)
+            )
             edge_requests = max(EDGE_REQUESTS, args.requests)
             edge = measure_edge(base, tdir, fleet, store, edge_requests, args.time_scale)
         report = write_report(folder, store, args.time_scale)  # the fleet is stopped: offline

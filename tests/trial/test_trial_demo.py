@@ -3,6 +3,7 @@ the measured edge, the report."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,13 @@ def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
     (folder,) = tmp_path.glob("demo-*")
     assert (folder / "trial" / "rate-1" / "summary.json").is_file()
     assert (folder / "trial" / "rate-12" / "summary.json").is_file()
+    # the server's view of every rate: the client-added TTFT per request and the engines' split
+    assert out.count("     server: client-added TTFT p50 ") == 3, out
+    assert "engines h200-0.prefill " in out and "h200-1.mixed " in out
+    rate_1 = json.loads((folder / "trial" / "rate-1" / "summary.json").read_text())
+    spans = rate_1["server"]["spans"]
+    assert spans["matched"] == spans["client_completed"] == 4 and spans["server_only"] == 0
+    assert rate_1["server"]["fleet"]["server_completed"] == 4
     edge = read_edge(folder / "trial" / "edge")
     doc, b = edge.search, edge.search.bracket
     assert 1 <= len(doc.trials) <= 5 and doc.stop in ("within tolerance", "budget")

@@ -3,8 +3,11 @@ fleet's composition (split fleets), the graded gap, and the span join's id forms
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from narwhal_engine_client import MetricsSnapshot
@@ -12,7 +15,7 @@ from narwhal_trial import HistogramDelta, RequestRecord
 from narwhal_trial._server_compare import compare, grade, merge, quantile_interval
 from narwhal_trial._server_pages import MetricsTarget, Reading, page_delta
 from narwhal_trial._server_records import PageReading
-from narwhal_trial._spans_join import attach, join
+from narwhal_trial._spans_join import attach, join, wait_for_spans
 
 OK = PageReading(ok=True, error=None, wall_time="2026-12-02T00:00:00.000+00:00", elapsed_s=0.01)
 
@@ -235,3 +238,28 @@ def test_client_faster_than_server_is_counted_negative() -> None:
                        {})  # fmt: skip
     assert view.negative == 1 and out[0].server is not None and out[0].server.engine is None
     assert view.by_engine == {"unknown": 1}
+
+
+def _write_spans(path: Path, spans: list[dict[str, Any]]) -> None:
+    path.write_bytes(b"".join(orjson.dumps(s) + b"\n" for s in spans))
+
+
+@pytest.mark.parametrize("roles", [{"p": "prefill", "d": "decode"}, {}])
+def test_wait_needs_the_serving_span_not_the_prefill_half(
+    tmp_path: Path, roles: dict[str, str | None]
+) -> None:
+    """A split request whose prefill span came first is not done: the wait goes on to its bound;
+    once the serving span is there it ends at once. Without roles the serving span is the one
+    with the request's output tokens."""
+    path = tmp_path / "spans.jsonl"
+    prefill = _span("cmpl-trial-x-000000-0", "p", 0.2, 0.2, 1)
+    prefill["attributes"]["gen_ai.usage.completion_tokens"] = 1
+    decode = _span("cmpl-trial-x-000000-0", "d", 0.03, 0.5, 2)
+    decode["attributes"]["gen_ai.usage.completion_tokens"] = 4
+    _write_spans(path, [prefill])
+    wanted = {"trial-x-000000"}
+    waited = asyncio.run(wait_for_spans(path, wanted, "w", 0.3, roles=roles, output_tokens=4))
+    assert waited >= 0.3
+    _write_spans(path, [prefill, decode])
+    waited = asyncio.run(wait_for_spans(path, wanted, "w", 30.0, roles=roles, output_tokens=4))
+    assert waited < 30.0

@@ -313,6 +313,8 @@ class _Trial:
                     set(self.completed_ids),
                     self.warmup_id,
                     self.settings.otlp_wait_s,
+                    roles=self.watch.roles() if self.watch is not None else {},
+                    output_tokens=self.workload.output_tokens,
                 )
             )
 

@@ -43,7 +43,7 @@ def write_server_view(
 ) -> Summary:
     """Write ``server.json`` (and the records' timings with spans); the summary with ``server``."""
     pages = watch.pages()
-    roles: dict[str, str | None] = {t.name: t.role for t in watch.targets if t.kind == "engine"}
+    roles = watch.roles()
     span_view = None
     receiver = None
     if spans is not None:

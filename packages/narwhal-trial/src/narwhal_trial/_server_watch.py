@@ -112,6 +112,10 @@ class ServerWatch:
             await asyncio.sleep(SETTLE_POLL_S)
             self.last = await read_pages(self.targets, base)
 
+    def roles(self) -> dict[str, str | None]:
+        """Each engine page's role, by name (the names spans carry as their engine)."""
+        return {t.name: t.role for t in self.targets if t.kind == "engine"}
+
     def pages(self) -> list[ServerPage]:
         """Each target's deltas (empty before both readings happened)."""
         if not self.first or not self.last:

@@ -84,13 +84,35 @@ def join(spans: Sequence[Mapping[str, Any]], ids: Sequence[str], warmup_id: str)
     return out
 
 
-async def wait_for_spans(path: Path, wanted: set[str], warmup_id: str, timeout_s: float) -> float:
-    """Wait until every id in ``wanted`` has a span, or ``timeout_s``; the seconds waited."""
+def serving(span: Mapping[str, Any], roles: Mapping[str, str | None], output_tokens: int) -> bool:
+    """Is this the span of the engine that streamed the request (not a split request's prefill
+    half)? By the fleet's role; for an engine of unknown role, by its output token count."""
+    role = roles.get(str(span.get("engine")))
+    if role is not None:
+        return role != "prefill"
+    tokens = (span.get("attributes") or {}).get("gen_ai.usage.completion_tokens")
+    return not isinstance(tokens, int) or tokens == output_tokens
+
+
+async def wait_for_spans(
+    path: Path,
+    wanted: set[str],
+    warmup_id: str,
+    timeout_s: float,
+    *,
+    roles: Mapping[str, str | None],
+    output_tokens: int,
+) -> float:
+    """Wait until every id in ``wanted`` has its serving span (a split request's prefill half
+    alone is not enough), or ``timeout_s``; the seconds waited."""
     start = time.monotonic()
     ids = sorted(wanted)
     while wanted:
-        found = join(read_spans(path), ids, warmup_id).by_id.keys()
-        if wanted <= found or time.monotonic() - start >= timeout_s:
+        by_id = join(read_spans(path), ids, warmup_id).by_id
+        done = {
+            i for i, spans in by_id.items() if any(serving(s, roles, output_tokens) for s in spans)
+        }
+        if wanted <= done or time.monotonic() - start >= timeout_s:
             break
         await asyncio.sleep(0.25)
     return time.monotonic() - start
