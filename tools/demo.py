@@ -6,6 +6,8 @@ runbook's workload, runs ``check``, predicts both rates from the profiles (``pre
 highest passing rate), runs the trial at 0.5 and then 1 request/s (20 requests each by
 default; ``FULL=1`` runs the runbook's 200), then once past the fleet's edge (12 request/s, the
 runbook's 200 requests: what a miss looks like; the runbook itself stops at its first miss),
+reads the engines' own view of each run (their ``/metrics`` around it and their per-request trace
+spans through ``run --fleet --otlp-receiver``: the client-added TTFT and the per-engine split),
 reconciles each run with the router journal, then measures the edge (``load_trial.py edge``: from
 the predicted band, bisecting on rate to within 10 % in at most 5 trials of 50 requests), prints a
 verdict per rate and the bracket, writes the run's report (``narwhal-report``: ``report.html``, its
