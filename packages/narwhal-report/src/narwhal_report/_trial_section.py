@@ -1,6 +1,7 @@
 """Per trial run: the verdict, TTFT and TPOT CDFs with the SLO lines, attainment with its interval
 against the target, a timeline of due, sent and lag per request with in-flight over time and status
-colours, the client's saturation evidence and the manifest's provenance."""
+colours, the server's view when the run has one (``_server_section``), the client's saturation
+evidence and the manifest's provenance."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from decimal import Decimal
 
 from narwhal_report import _svg
 from narwhal_report._html import Section, badge, facts, figure, join, ms, slug, tag
+from narwhal_report._server_section import server_view
 from narwhal_trial import RequestRecord, TrialRun
 
 ERRORS = frozenset(
@@ -81,6 +83,7 @@ def trial_section(run: TrialRun, index: int) -> Section:
                 "the end of its stream, coloured by status; the client's lag (sent - due) and the "
                 "requests in flight over time, against the client's limits.",
             ),
+            server_view(run),
             tag("h4", "Client saturation evidence"),
             facts(_client_rows(run)),
             tag("h4", "Provenance (manifest)"),
