@@ -3,6 +3,8 @@ with the client's records, pages that cannot be read, and the options' bad value
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -12,7 +14,7 @@ from narwhal_sim.testing import SimFleet, free_port
 from narwhal_trial import Summary
 from narwhal_trial._server_records import ServerDoc
 
-from .conftest import Cli, read_run, run_args
+from .conftest import Cli, read_run, run_args, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -139,3 +141,27 @@ def test_receiver_port_in_use_refused_before_anything_is_written(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"--otlp-receiver 127.0.0.1:{port}: cannot listen there" in proc.stderr
     assert not out.exists()
+
+
+def test_server_view_that_cannot_be_written_is_a_blocking_error_with_a_summary(
+    start_cli: Callable[..., subprocess.Popen[str]],
+    shared_fleet: SimFleet,
+    tiny_workload: Path,
+    tmp_path: Path,
+) -> None:
+    """``server.json`` turned into a symlink while the run offers (atomic writes refuse to follow
+    it): exit 1, summary.json still written and naming the failure, the records kept, nothing
+    written through the link."""
+    out = tmp_path / "run"
+    target = tmp_path / "elsewhere.json"
+    proc = start_cli(*run_args(str(shared_fleet.router_url), tiny_workload, out, requests=10,
+                               rate=4, attainment=0.5))  # fmt: skip
+    wait_for(lambda: (out / "manifest.json").exists(), what="the run to start")
+    (out / "server.json").symlink_to(target)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, stdout + stderr
+    summary = orjson.loads((out / "summary.json").read_bytes())
+    assert summary["exit_code"] == 1 and "cannot write the server view" in summary["error"]
+    assert summary["server"] is None
+    assert len((out / "requests.jsonl").read_bytes().splitlines()) == 10
+    assert not target.exists()

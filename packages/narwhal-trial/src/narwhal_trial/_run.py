@@ -180,8 +180,10 @@ class _Trial:
                         self.spans_waited_s,
                     ),
                 )
-            except OSError as exc:
-                raise TrialError(f"cannot write the server view in {out}: {exc}") from exc
+            except OSError as exc:  # the verdict stands; the summary says what was not written
+                if self.facts.error is None:
+                    self.facts.error = f"cannot write the server view in {out}: {exc}"
+                summary = summarize(self.writer.records, self.facts)
         try:
             atomic_write(
                 out / "summary.json", _json(summary.model_dump(mode="json", by_alias=True))
