@@ -108,7 +108,7 @@ def _subtract(value: float, interval: QuantileInterval | None) -> QuantileInterv
 def _gap(
     client: Sequence[float], server_mean: float, merged: HistogramDelta | None
 ) -> TtftGap | None:
-    if not client or (server_mean <= 0 and not merged):
+    if not client:
         return None
     arr = np.asarray(client, dtype=np.float64)
     mean = float(arr.mean())

@@ -13,7 +13,7 @@ import asyncio
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -92,30 +92,38 @@ def _label_key(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
-def _histograms(snapshot: MetricsSnapshot) -> dict[str, dict[float, float]]:
-    """Each histogram family's cumulative bucket counts by bound, summed over label sets, with
-    ``_sum`` at key ``nan``-free ``-1`` and ``_count`` at ``-2`` (bounds are never negative)."""
-    out: dict[str, dict[float, float]] = {}
+@dataclass(slots=True)
+class _Cumulative:
+    """One histogram family of one reading, summed over its label sets."""
+
+    buckets: dict[float, float] = field(default_factory=dict)  # finite bound -> cumulative count
+    sum: float = 0.0
+    count: float = 0.0
+
+
+def _histograms(snapshot: MetricsSnapshot) -> dict[str, _Cumulative]:
+    """Each histogram family's cumulative bucket counts by finite bound, sum and count."""
+    out: dict[str, _Cumulative] = {}
     for family in snapshot.families.values():
         if family.type != "histogram":
             continue
-        acc = out.setdefault(family.name, {})
+        acc = out.setdefault(family.name, _Cumulative())
         for s in family.samples:
             if s.name.endswith("_bucket"):
                 bound = float(s.labels.get("le", "nan"))
-                if not math.isnan(bound):
-                    acc[bound] = acc.get(bound, 0.0) + s.value
+                if math.isfinite(bound):
+                    acc.buckets[bound] = acc.buckets.get(bound, 0.0) + s.value
             elif s.name.endswith("_sum"):
-                acc[-1.0] = acc.get(-1.0, 0.0) + s.value
+                acc.sum += s.value
             elif s.name.endswith("_count"):
-                acc[-2.0] = acc.get(-2.0, 0.0) + s.value
+                acc.count += s.value
     return out
 
 
-def _histogram_delta(before: dict[float, float], after: dict[float, float]) -> HistogramDelta:
-    bounds = sorted(b for b in after if b >= 0 and math.isfinite(b))
-    cumulative = [max(0.0, after[b] - before.get(b, 0.0)) for b in bounds]
-    count = max(0.0, after.get(-2.0, 0.0) - before.get(-2.0, 0.0))
+def _histogram_delta(before: _Cumulative, after: _Cumulative) -> HistogramDelta:
+    bounds = sorted(after.buckets)
+    cumulative = [max(0.0, after.buckets[b] - before.buckets.get(b, 0.0)) for b in bounds]
+    count = max(0.0, after.count - before.count)
     counts: list[int] = []
     previous = 0.0
     for c in cumulative:
@@ -123,10 +131,7 @@ def _histogram_delta(before: dict[float, float], after: dict[float, float]) -> H
         previous = max(previous, c)
     counts.append(round(max(0.0, count - previous)))
     return HistogramDelta(
-        bounds=bounds,
-        counts=counts,
-        count=round(count),
-        sum=max(0.0, after.get(-1.0, 0.0) - before.get(-1.0, 0.0)),
+        bounds=bounds, counts=counts, count=round(count), sum=max(0.0, after.sum - before.sum)
     )
 
 
