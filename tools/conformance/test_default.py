@@ -29,6 +29,11 @@ VARIANT = "default"
 CPU_DEFAULT_BUDGET = 2048
 #: The rates near the edge (times its predicted 0.5 crossing) where predictions must agree.
 NEAR_EDGE = (0.9, 1.0, 1.1)
+#: The calibration trial's rate, times the profile's edge, as in the budget-256 variant: the
+#: predictions are of the engine as it ran minutes before the trials, not as the profile caught
+#: it (uncalibrated, a CI run whose engine had slowed since its profile measured 0.58 at 0.9x the
+#: edge against a predicted 0.82-1.0, and 0.05 at 1.1x against 0.48-0.67).
+CALIBRATE_AT = 0.6
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +161,7 @@ def edge_check(suite: Suite, conformance: Conformance) -> EdgeCheck:
     """``predict`` across the edge from this server's profile, and a trial at each rate."""
     if not suite.store.is_file() or not suite.workload.is_file():
         pytest.fail(f"no profile or no workload to predict from\n{suite.profile.brief()}")
-    check = run_edge_check(suite, suite.root / "edge-check")
+    check = run_edge_check(suite, suite.root / "edge-check", calibrate_at=CALIBRATE_AT)
     suite.extra_done.extend(check.done)
     conformance.record(VARIANT, prediction_check=check.figures())
     return check
@@ -166,9 +171,10 @@ def test_predictions_and_trials_across_the_edge(edge_check: EdgeCheck) -> None:
     """``predict`` and ``run`` across the predicted edge of vLLM's server: a band whose crossings
     are ordered, a pass probability that never rises with rate (the replications' common random
     numbers), a valid schedule in every 60-request trial at 0.5, 0.9, 1.0, 1.1 and 1.4 times
-    the edge, the prediction built on the given budget and the measured mixing, and near the edge
-    (0.9, 1.0 and 1.1 times it) at least two of the three measured attainments (their Wilson 95 %
-    interval) inside the predicted 5-95 % range.
+    the edge, the prediction built on the given budget and the measured mixing, calibrated by a
+    trial at 0.6 times the profile's edge (``--calibrate``, applied, and saying so), and near the
+    edge (0.9, 1.0 and 1.1 times it) at least two of the three measured attainments (their Wilson
+    95 % interval) inside the predicted 5-95 % range.
 
     Every rate's agreement, and whether the measured edge meets the predicted band, goes to
     results.json (``prediction_check``); the edge and the other rates are not asserted: this
@@ -188,6 +194,8 @@ def test_predictions_and_trials_across_the_edge(edge_check: EdgeCheck) -> None:
     assert engine["max_num_batched_tokens"] == CPU_DEFAULT_BUDGET, figures
     assert engine["max_num_batched_tokens_source"] == "profile, from the limits", figures
     assert engine["mixing"] == "measured", figures
+    calibration = edge_check.calibration
+    assert calibration is not None and calibration["applied"], figures
     near = [r for r in rates if any(r.rate == round(edge_check.edge * f, 3) for f in NEAR_EDGE)]
     assert len(near) == len(NEAR_EDGE), figures
     assert sum(1 for r in near if r.agrees) >= 2, figures
