@@ -15,6 +15,7 @@ import orjson
 
 from narwhal_sim._auth import env_key
 from narwhal_sim._config import EngineSettings, base_url
+from narwhal_sim._dynamo_router import DynamoRouter
 from narwhal_sim._engine import SimEngine
 from narwhal_sim._errors import SimStartError
 from narwhal_sim._router import Backend, Router
@@ -24,7 +25,8 @@ from narwhal_sim._scheduler import Device
 @dataclass(slots=True)
 class RouterSettings:
     """Where the router listens and journals; its key (read from ``api_key_env`` at start), the
-    routes the key guards (``v1`` as vLLM, or ``all``), what it leaves out (``ROUTER_OMITS``)."""
+    routes the key guards (``v1`` as vLLM, or ``all``), what it leaves out (``ROUTER_OMITS``), the
+    frontend it mimics (``MIMICS``) and the context length that one reports."""
 
     host: str
     port: int
@@ -32,6 +34,9 @@ class RouterSettings:
     api_key_env: str | None = None
     auth_scope: str = "v1"
     omit: frozenset[str] = frozenset()
+    # a frontend the router stands in for (``MIMICS``: "dynamo"), and the context length it reports
+    mimic: str | None = None
+    context_length: int = 0
 
 
 @dataclass(slots=True)
@@ -102,16 +107,24 @@ async def start_runtime(
                     e.settings.role,
                     e.settings.served_model_name,
                     api_key=e.api_key,
+                    max_num_seqs=e.settings.max_num_seqs,
+                    max_num_batched_tokens=e.settings.max_num_batched_tokens,
+                    block_size=e.settings.block_size,
+                    kv_blocks=e.settings.kv_cache_tokens // e.settings.block_size,
                 )
                 for e in engines
             ]
-            runtime.router = Router(
-                backends,
-                journal=router.journal,
-                engine_gauges=lambda: _engine_gauges(engines),
-                api_key=env_key(router.api_key_env),
-                auth_scope=router.auth_scope,
-                omit=router.omit,
+            common: dict[str, Any] = {
+                "journal": router.journal,
+                "engine_gauges": lambda: _engine_gauges(engines),
+                "api_key": env_key(router.api_key_env),
+                "auth_scope": router.auth_scope,
+                "omit": router.omit,
+            }
+            runtime.router = (
+                DynamoRouter(backends, context_length=router.context_length, **common)
+                if router.mimic == "dynamo"
+                else Router(backends, **common)
             )
             try:
                 await runtime.router.start(router.host, router.port)

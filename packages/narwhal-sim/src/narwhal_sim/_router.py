@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -40,7 +40,7 @@ import orjson
 from narwhal_sim._auth import UNAUTHORIZED, authorized
 from narwhal_sim._http import HttpServer, Request, Responder
 from narwhal_sim._metrics import render_gauges
-from narwhal_sim._upstream import UpstreamError, send
+from narwhal_sim._upstream import UpstreamError, UpstreamResponse, send
 
 _FORWARD_HEADERS = ("x-request-id", "content-type", "accept")
 _NOT_FOUND = b'{"detail":"Not Found"}'
@@ -57,6 +57,11 @@ _REMOTE_DECODE = {
     "remote_host": None,
     "remote_port": None,
 }
+_UNREACHABLE = (
+    b'{"error":{"message":"engine unreachable","type":"BadGateway","param":null,"code":502}}'
+)
+Relay = Callable[[UpstreamResponse, Responder, dict[str, Any]], Awaitable[None]]
+"""Writes an engine's answer back to the client and fills the journal entry's outcome."""
 _NO_ENGINE = (
     b'{"error":{"message":"no engine serves that model","type":"NotFoundError",'
     b'"param":"model","code":404}}'
@@ -74,6 +79,11 @@ class Backend:
     model: str
     resident: int = 0
     api_key: str | None = None
+    # the engine's scheduler settings (what a frontend that is not ours reports of its workers)
+    max_num_seqs: int = 0
+    max_num_batched_tokens: int = 0
+    block_size: int = 0
+    kv_blocks: int = 0
 
 
 class Router:
@@ -216,16 +226,19 @@ class Router:
         )
 
     async def _completion(self, req: Request, resp: Responder) -> None:
-        arrival = time.time()
         try:
             doc = orjson.loads(req.body)
         except orjson.JSONDecodeError:
             doc = {}
         doc = doc if isinstance(doc, dict) else {}
+        await self._route_completion(req, resp, doc, req.body, self._stream_back)
+
+    def _journal_entry(self, req: Request, doc: dict[str, Any], arrival: float) -> dict[str, Any]:
+        """A request's journal entry before it is routed (its request id, nothing known yet)."""
         rid = (
             req.headers.get("x-request-id") or doc.get("request_id") or f"router-{uuid.uuid4().hex}"
         )
-        entry: dict[str, Any] = {
+        return {
             "request_id": str(rid),
             "engine": None,
             "arrival": arrival,
@@ -238,52 +251,60 @@ class Router:
             "prefill_engine": None,
             "prefill_end": None,
         }
+
+    async def _route_completion(
+        self,
+        req: Request,
+        resp: Responder,
+        doc: dict[str, Any],
+        body: bytes,
+        relay: Relay,
+    ) -> dict[str, Any]:
+        """Route one completion (``doc`` parsed from ``body``, which a whole request's engine
+        gets); ``relay`` writes the serving engine's answer back. Returns the journal entry."""
+        entry = self._journal_entry(req, doc, time.time())
         backend = self._pick(doc.get("model"), completion=True)
         if backend is None:
             resp.send(404, _NO_ENGINE)
             entry.update(end=time.time(), http_status=404, status="no_engine")
             self._write(entry)
-            return
+            return entry
         entry["engine"] = backend.iid
         prefill = self._pick_prefill(doc.get("model"), backend)
         self.queue_depth += 1
         queued = True
         backend.resident += 1
         try:
-            body: bytes | None = req.body
+            to_engine: bytes | None = body
             if prefill is not None:
                 entry["prefill_engine"] = prefill.iid
                 self.queue_depth -= 1
                 queued = False
                 self.resident += 1
                 try:
-                    body = await self._prefill(req, resp, doc, prefill, entry)
+                    to_engine = await self._prefill(req, resp, doc, prefill, entry)
                 finally:
                     self.resident -= 1
-                if body is None:
-                    return
+                if to_engine is None:
+                    return entry
                 self.queue_depth += 1
                 queued = True
-            assert body is not None
+            assert to_engine is not None
             up = await send(
-                backend.host, backend.port, "POST", req.path, self._headers(req, backend), body
+                backend.host, backend.port, "POST", req.path, self._headers(req, backend), to_engine
             )
             self.queue_depth -= 1
             queued = False
             self.resident += 1
             try:
-                await self._stream_back(up, resp, entry)
+                await relay(up, resp, entry)
             finally:
                 self.resident -= 1
                 up.close()
         except UpstreamError:
             if not resp.done:
                 if entry["http_status"] is None:
-                    resp.send(
-                        502,
-                        b'{"error":{"message":"engine unreachable","type":"BadGateway",'
-                        b'"param":null,"code":502}}',
-                    )
+                    resp.send(502, self._error_body(502, _UNREACHABLE))
                     entry.update(http_status=502, status="error")
                 else:
                     resp.abort()
@@ -294,6 +315,11 @@ class Router:
             backend.resident -= 1
             entry["end"] = time.time()
             self._write(entry)
+        return entry
+
+    def _error_body(self, status: int, body: bytes) -> bytes:
+        """The body of an error answer the router gives (an engine's, or its own): unchanged."""
+        return body
 
     async def _prefill(
         self,
@@ -338,12 +364,15 @@ class Router:
                     b'"type":"BadGateway","param":null,"code":502}}'
                 )
             content_type = up.headers.get("content-type", "application/json").encode()
+            answer = self._error_body(status, answer)
             resp.send(status, answer, content_type=content_type, headers=self._echo(up))
             entry.update(http_status=status, status="error")
             return None
         return orjson.dumps({**doc, "kv_transfer_params": params})
 
-    async def _stream_back(self, up: Any, resp: Responder, entry: dict[str, Any]) -> None:
+    async def _stream_back(
+        self, up: UpstreamResponse, resp: Responder, entry: dict[str, Any]
+    ) -> None:
         entry["http_status"] = up.status
         content_type = up.headers.get("content-type", "application/json")
         if up.status != 200 or not content_type.startswith("text/event-stream"):

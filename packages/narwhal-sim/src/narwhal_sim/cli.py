@@ -20,8 +20,10 @@ from narwhal_sim._config import (
     resolve_engines,
     split_hostport,
 )
+from narwhal_sim._dynamo_wire import MIMICS
 from narwhal_sim._errors import SimError
 from narwhal_sim._fleet import RouterSettings, serve
+from narwhal_sim._model_folder import write_model_folder
 from narwhal_sim._presets import DEFAULT_PRESET, get_preset, presets
 from narwhal_sim._router import ROUTER_OMITS
 from narwhal_store import StoreError, load_fleet
@@ -144,6 +146,27 @@ def up(
             "/detokenize answer 404), max-model-len (none in /v1/models), metrics (404).",
         ),
     ] = None,
+    router_mimic: Annotated[
+        str | None,
+        typer.Option(
+            "--router-mimic",
+            metavar="FRONTEND",
+            help="Answer as another frontend does: dynamo (NVIDIA Dynamo 1.6.1's OpenAI "
+            "frontend: its 400 for add_special_tokens/return_token_ids, 404 for /tokenize, "
+            "/detokenize, /version, /server_info, context_window cards, its chunks and its "
+            "dynamo_frontend_* /metrics; see the package README).",
+        ),
+    ] = None,
+    router_context_length: Annotated[
+        int | None,
+        typer.Option(
+            "--router-context-length",
+            metavar="N",
+            help="With --router-mimic dynamo: the context length the frontend reports "
+            "(context_window, dynamo_frontend_model_context_length; default 0, as Dynamo's "
+            "mocker engine).",
+        ),
+    ] = None,
 ) -> None:
     """Serve every engine of a fleet file (and the router) until Ctrl-C or SIGTERM."""
     if not math.isfinite(time_scale) or time_scale <= 0:
@@ -174,9 +197,20 @@ def up(
                 api_key_env=router_api_key_env,
                 auth_scope=router_auth_scope,
                 omit=frozenset(router_omit or ()),
+                mimic=_mimic(router_mimic, router_omit, router_context_length),
+                context_length=router_context_length or 0,
             )
-        elif journal is not None or router_api_key_env is not None or router_omit:
-            raise _fail("--journal, --router-api-key-env and --router-omit need --router")
+        elif (
+            journal is not None
+            or router_api_key_env is not None
+            or router_omit
+            or router_mimic is not None
+            or router_context_length is not None
+        ):
+            raise _fail(
+                "--journal, --router-api-key-env, --router-omit, --router-mimic and "
+                "--router-context-length need --router"
+            )
         if ready_file is not None:
             check_file_destination(ready_file, "--ready-file")
         unknown = ", ".join(sorted(set(router_omit or ()) - set(ROUTER_OMITS)))
@@ -204,6 +238,45 @@ def up(
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     print("narwhal-sim: stopped", flush=True)
+
+
+def _mimic(mimic: str | None, omit: list[str] | None, context_length: int | None) -> str | None:
+    """The checked ``--router-mimic`` (with what goes with it)."""
+    if mimic is not None and mimic not in MIMICS:
+        raise _fail(f"--router-mimic: unknown {mimic!r} (use {', '.join(MIMICS)})")
+    if mimic is not None and omit:
+        raise _fail(f"--router-omit cannot be combined with --router-mimic {mimic}")
+    if context_length is not None and mimic is None:
+        raise _fail("--router-context-length needs --router-mimic dynamo")
+    if context_length is not None and context_length < 0:
+        raise _fail(f"--router-context-length must be 0 or more, got {context_length}")
+    return mimic
+
+
+@app.command("model-folder", no_args_is_help=True)
+def model_folder(
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="The folder to write (created; its three files replaced)."),
+    ],
+    context_length: Annotated[
+        int,
+        typer.Option(
+            "--context-length",
+            metavar="N",
+            help="max_position_embeddings of config.json, model_max_length of the tokenizer.",
+        ),
+    ] = 131072,
+) -> None:
+    """Write a HuggingFace model folder (config.json, tokenizer.json, tokenizer_config.json)
+    whose tokenizer is the simulator's: the tokenizers library turns the simulator's completion
+    text back into its token ids (for a frontend such as Dynamo's in front of simulated engines)."""
+    try:
+        written = write_model_folder(out, context_length=context_length)
+    except SimError as exc:
+        raise _fail(str(exc)) from None
+    for path in written:
+        print(f"narwhal-sim: wrote {path}", flush=True)
 
 
 @app.command("presets")
