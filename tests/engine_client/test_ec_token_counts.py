@@ -146,3 +146,23 @@ async def test_continuous_usage_counts_merged_chunks(serve, sse, transport):
     rec = await stream(await serve(sse_answer(parts)), transport)
     assert rec.ok and rec.counted
     assert rec.chunk_tokens == [1, 4, 1] and rec.completion_tokens == 6
+
+
+@TRANSPORTS
+@pytest.mark.parametrize("empty_ids", [None, []])
+async def test_closing_zero_token_chunk_is_not_content(serve, sse, transport, empty_ids):
+    """Dynamo's frontend closes a stream with an empty ``finish_reason`` chunk whose usage did not
+    grow (or whose token_ids are empty): no token arrived with it, so it is no content chunk and
+    the last token's time stays the third chunk's."""
+
+    def usage(n: int) -> dict[str, int]:
+        return {"prompt_tokens": 3, "total_tokens": 3 + n, "completion_tokens": n}
+
+    parts = [sse.chunk_033(w, token_ids=None, usage=usage(k)) for k, w in enumerate("abc", 1)]
+    parts += [sse.chunk_033("", finish="length", token_ids=empty_ids, usage=usage(3))]
+    parts += [sse.DONE]
+    rec = await stream(await serve(sse_answer(parts)), transport)
+    assert rec.ok and rec.counted
+    assert rec.chunk_tokens == [1, 1, 1] and len(rec.chunk_ns) == 3
+    assert rec.completion_tokens == 3 and rec.finish_reason == "length"
+    assert rec.last_token_ns == rec.chunk_ns[2]

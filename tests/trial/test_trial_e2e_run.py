@@ -82,10 +82,17 @@ def test_passing_rate_exits_0_with_complete_records(
     assert manifest["command"][1:3] == [str(LAUNCHER), "run"]
     assert stat.S_IMODE(out.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in out.iterdir())
-    # every sent request reached the router exactly once, plus the warm-up
+    # a vLLM-compatible server takes every field: one accepted probe, nothing omitted
+    fields = manifest["request_fields"]
+    assert (fields["omitted"], fields["token_counting"]) == ([], "token_ids")
+    assert [(p["outcome"], p["http_status"]) for p in fields["probes"]] == [("accepted", 200)]
+    assert manifest["frontend_scheduler"] is None  # our router publishes no dynamo_frontend_*
+    # every sent request reached the router exactly once, plus the warm-up and the probe
     ids = journal_ids(shared_fleet)
     assert sorted(i for i in ids if i.startswith(manifest["run_id"])) == sorted(
-        [r["request_id"] for r in records] + [manifest["warmup_request_id"]]
+        [r["request_id"] for r in records]
+        + [manifest["warmup_request_id"]]
+        + [p["request_id"] for p in manifest["request_fields"]["probes"]]
     )
     assert shared_fleet.journal_path is not None
     rec = cli("reconcile", "--requests", str(out / "requests.jsonl"),
@@ -205,5 +212,7 @@ def test_httpx_transport_runs_the_same_trial(
     assert summary["pass"] and summary["client_schedule_valid"]
     ids = journal_ids(shared_fleet)
     assert sorted(i for i in ids if i.startswith(manifest["run_id"])) == sorted(
-        [r["request_id"] for r in records] + [manifest["warmup_request_id"]]
+        [r["request_id"] for r in records]
+        + [manifest["warmup_request_id"]]
+        + [p["request_id"] for p in manifest["request_fields"]["probes"]]
     )

@@ -17,21 +17,23 @@ def completion_body(
     min_tokens: int | None = None,
     temperature: float = 0.0,
     ignore_eos: bool = True,
-    add_special_tokens: bool = False,
+    add_special_tokens: bool | None = False,
     return_token_ids: bool = False,
     token_counting: TokenCounting | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> bytes:
     """Build the JSON body of one streaming completion, as bytes.
 
-    ``stream: true`` and ``stream_options: {"include_usage": true}`` are always set explicitly (the
-    server default flipped between vLLM 0.14 and 0.20). ``min_tokens=None`` means ``min_tokens =
-    max_tokens``, so that with ``ignore_eos`` every request produces exactly ``max_tokens`` tokens.
-    ``return_token_ids`` (vLLM 0.10.2+) is sent only when true, so older engines do not see an
-    unknown field. ``token_counting`` asks for exact per-chunk token counts (see
-    :func:`token_counting`): ``return_token_ids``, ``stream_options.continuous_usage_stats``, or
-    both. ``extra`` is merged last and may override any key. A token-id prompt is sent as a list of
-    ints, used by the engine as given.
+    ``stream: true`` and ``stream_options: {"include_usage": true}`` are always set explicitly
+    (the server default flipped between vLLM 0.14 and 0.20). ``min_tokens=None`` means
+    ``min_tokens = max_tokens``, so that with ``ignore_eos`` every request produces exactly
+    ``max_tokens`` tokens. ``return_token_ids`` (vLLM 0.10.2+) is sent only when true, so older
+    engines do not see an unknown field. ``token_counting`` asks for exact per-chunk token counts
+    (see :func:`token_counting`): ``return_token_ids``, ``stream_options.continuous_usage_stats``,
+    or both. ``add_special_tokens=None`` leaves the field out (for a server that refuses it, such
+    as NVIDIA Dynamo's frontend; with a token-id prompt it has no effect). ``extra`` is merged
+    last and may override any key. A token-id prompt is sent as a list of ints, used by the
+    engine as given.
     """
     if isinstance(prompt, str):
         prompt_value: str | list[int] = prompt
@@ -48,6 +50,8 @@ def completion_body(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if add_special_tokens is None:
+        del body["add_special_tokens"]
     if return_token_ids or token_counting in ("token_ids", "both"):
         body["return_token_ids"] = True
     if token_counting in ("usage", "both"):

@@ -28,7 +28,9 @@ class StreamRecord:
     ``chunk_ns[i]`` is the arrival time of the network read that carried content chunk ``i`` (a
     chunk whose ``choices`` is non-empty) and ``chunk_tokens[i]`` its token count:
     ``len(token_ids)`` when the engine sent token ids, else the growth of
-    ``usage.completion_tokens`` (continuous usage stats). A chunk that carried neither is counted
+    ``usage.completion_tokens`` (continuous usage stats). A chunk counted at zero tokens (the
+    empty ``finish_reason`` chunk some frontends, Dynamo's among them, close a stream with) is no
+    content chunk: no token arrived with it. A chunk that carried neither is counted
     as 1 and also in ``uncounted_chunks``: its count is a guess, and such a stream must never be
     turned into a per-token time (``counted`` is False). A completed stream whose counted chunks
     do not add up to ``usage.completion_tokens`` ends in an ``EngineProtocolError``; a stream cut

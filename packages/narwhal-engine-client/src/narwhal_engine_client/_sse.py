@@ -113,6 +113,8 @@ class Consumer:
             self._usage(usage)
             if tokens < 0 and rec.completion_tokens is not None:
                 tokens = rec.completion_tokens - before
+        if tokens == 0:  # counted and empty (a closing finish_reason chunk): no token arrived
+            return False
         if tokens < 0:  # neither token_ids nor continuous usage: a guess, flagged
             tokens = 1
             rec.uncounted_chunks += 1

@@ -163,7 +163,8 @@ def reconcile_command(
     lines = [
         f"run {result.run_id}: {result.client_records} client records, {result.matched} matched, "
         f"{result.schedule_misses} schedule misses (absent from the journal as they must be), "
-        f"{result.warmup_entries} warm-up, {result.foreign_entries} foreign journal entries "
+        f"{result.warmup_entries} warm-up, {result.probe_entries} probe(s), "
+        f"{result.foreign_entries} foreign journal entries "
         f"({window})",
         *(f"problem: {p}" for p in result.problems),
         "reconciled" if result.ok else f"NOT reconciled: {len(result.problems)} problem(s)",

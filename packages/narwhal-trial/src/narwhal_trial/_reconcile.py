@@ -5,7 +5,8 @@ The journal is the simulated router's (one JSON object per line: ``request_id``,
 client_disconnected | no_engine``, ``http_status``, ``prompt_tokens``, ``completion_tokens``).
 
 Only journal entries of this run count: their request id starts with the run id (the part of the
-client ids before the sequence number). The run's warm-up entry is counted apart, entries of other
+client ids before the sequence number). The run's warm-up entry and its request-field probes
+(``<run id>-warmup-probe-<k>``, sent before the warm-up) are counted apart, entries of other
 runs are reported as foreign and not judged. ``client_schedule_miss`` records were never sent: they
 must not appear in the journal. Every other client record needs exactly one entry whose status
 agrees with the client's (see ``AGREES``).
@@ -61,6 +62,7 @@ class Reconciliation:
     matched: int = 0
     schedule_misses: int = 0
     warmup_entries: int = 0
+    probe_entries: int = 0
     foreign_entries: int = 0
     problems: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
@@ -107,6 +109,7 @@ class Reconciliation:
             "matched": self.matched,
             "schedule_misses": self.schedule_misses,
             "warmup_entries": self.warmup_entries,
+            "probe_entries": self.probe_entries,
             "foreign_entries": self.foreign_entries,
             "reserved": self.reserved,
             "window": None
@@ -178,6 +181,8 @@ def reconcile(records: list[RequestRecord], journal: list[dict[str, Any]]) -> Re
         rid = entry["request_id"]
         if rid == f"{run_id}-warmup":
             result.warmup_entries += 1
+        elif rid.startswith(f"{run_id}-warmup-probe-"):
+            result.probe_entries += 1
         elif rid.startswith(prefix):
             mine.setdefault(rid, []).append(entry)
         else:

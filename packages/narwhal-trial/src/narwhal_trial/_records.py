@@ -7,6 +7,8 @@ from typing import Final, Literal, get_args
 from pydantic import ConfigDict, Field
 
 from narwhal_store import ClosedModel
+from narwhal_trial._frontend import FrontendScheduler
+from narwhal_trial._request_fields import RequestFields
 from narwhal_trial._server_records import ServerTiming, ServerView
 
 MANIFEST_FORMAT: Final = "narwhal.trial.manifest"
@@ -138,6 +140,17 @@ class Manifest(ClosedModel):
         default_factory=list,
         description="the launch records given with --launch-record, copied into the run folder "
         "before the first request",
+    )
+    request_fields: RequestFields | None = Field(
+        default=None,
+        description="the fields every request carried, as the probe before the warm-up decided "
+        "(omitted fields and why, the token counting, the probes); null when the run stopped "
+        "before its probe",
+    )
+    frontend_scheduler: FrontendScheduler | None = Field(
+        default=None,
+        description="the scheduler settings the frontend publishes for the model (NVIDIA "
+        "Dynamo's dynamo_frontend_model_* gauges); null when it publishes none",
     )
 
 

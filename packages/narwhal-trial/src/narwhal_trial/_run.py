@@ -21,12 +21,14 @@ from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineE
 from narwhal_trial._drain import wait_drained
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, make_private_dir
+from narwhal_trial._frontend import read_frontend_scheduler
 from narwhal_trial._judge import Bounds, Outcome, judge, status_of
 from narwhal_trial._launch import LaunchRecord, keep, read_launch_records, refuse_caching_on
 from narwhal_trial._loopmon import LoopLagMonitor
 from narwhal_trial._manifest import build_manifest
 from narwhal_trial._otlp_receiver import Receiver, check_listen
 from narwhal_trial._prepare import fitting_model
+from narwhal_trial._probe import probe_request_fields
 from narwhal_trial._progress import RunProgress
 from narwhal_trial._records import LaunchRecordCopy, MissReason, Summary
 from narwhal_trial._schedule import Clock, ScheduleLimits, due_offsets_ns, pace
@@ -134,7 +136,7 @@ class _Trial:
             ]
         except OSError as exc:
             raise TrialError(f"cannot keep the launch records in {out}: {exc}") from exc
-        manifest = build_manifest(
+        self.manifest = build_manifest(
             self.settings,
             self.loaded,
             run_id=self.run_id,
@@ -144,15 +146,13 @@ class _Trial:
             launch_records=kept,
         )
         try:
-            atomic_write(out / "manifest.json", _json(manifest.model_dump(mode="json")))
+            self._write_manifest()
             self.writer = RecordWriter(
                 out / "requests.jsonl", lambda o: judge(o, self.t0, self.bounds)
             )
         except OSError as exc:
             raise TrialError(f"cannot write the run records in {out}: {exc}") from exc
         try:
-            self.bodies = [request_body(self.workload, n) for n in range(self.settings.requests)]
-            self.warm_body = request_body(self.workload, self.settings.requests)
             with asyncio.Runner(loop_factory=factory) as runner:
                 runner.run(self._main())
         except KeyboardInterrupt:
@@ -246,8 +246,14 @@ class _Trial:
         finally:
             self.phase = None
 
+    def _write_manifest(self) -> None:
+        atomic_write(
+            self.settings.out / "manifest.json", _json(self.manifest.model_dump(mode="json"))
+        )
+
     async def _before(self, client: EngineClient) -> None:
-        """Check the model still fits; drain; one unscored warm-up of the full shape; drain."""
+        """Check the model still fits; drain; probe the request fields (kept in the manifest,
+        written again) and build every body; one unscored warm-up of the full shape; drain."""
         w = self.workload
         await fitting_model(
             client,
@@ -258,6 +264,21 @@ class _Trial:
             prepared_from=w.served_by,
         )
         await self._drain(client)
+        fields = await probe_request_fields(
+            client, w, self.warmup_id, timeout_s=self.settings.request_timeout_s
+        )
+        self.manifest = self.manifest.model_copy(
+            update={
+                "request_fields": fields,
+                "frontend_scheduler": await read_frontend_scheduler(client, w.model),
+            }
+        )
+        try:
+            self._write_manifest()
+        except OSError as exc:
+            raise TrialError(f"cannot write {self.settings.out / 'manifest.json'}: {exc}") from exc
+        self.bodies = [request_body(w, n, fields) for n in range(self.settings.requests)]
+        self.warm_body = request_body(w, self.settings.requests, fields)
         warm = await client.stream_completion(
             self.warm_body, request_id=self.warmup_id, timeout_s=self.settings.request_timeout_s
         )

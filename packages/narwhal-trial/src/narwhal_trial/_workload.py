@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -14,6 +15,7 @@ from narwhal_engine_client import TokenCounting, completion_body
 from narwhal_store import ClosedModel
 from narwhal_trial._errors import WorkloadError
 from narwhal_trial._files import read_regular
+from narwhal_trial._request_fields import OMITTABLE, RequestFields, counting_without
 
 WORKLOAD_FORMAT: Final = "narwhal.trial.workload"
 SAMPLER: Final = "pool-uniform-v1"
@@ -21,8 +23,12 @@ SAMPLER: Final = "pool-uniform-v1"
 ``rng = numpy.random.default_rng(seed + n)``."""
 
 
-TokenIdsSource = Literal["return_token_ids", "logprobs", "tokenize"]
-"""How prepare got the seed completion's token ids (``tokenize``: ``/tokenize`` of its text)."""
+TokenIdsSource = Literal["return_token_ids", "logprobs", "tokenize", "tokenizer"]
+"""How prepare got the seed completion's token ids (``tokenize``: the server's ``/tokenize`` of
+its text; ``tokenizer``: a local ``tokenizer.json`` applied to its text, ``--tokenizer``)."""
+MaxModelLenSource = Literal["tokenize", "models", "metrics", "option"]
+"""Where prepare read the context limit: ``/tokenize``, ``/v1/models``, the frontend's
+``dynamo_frontend_model_context_length`` gauge, or ``--max-model-len``."""
 
 
 class _FrozenDoc(ClosedModel):
@@ -50,6 +56,13 @@ class SeedPrompt(_FrozenDoc):
     token_ids_source: TokenIdsSource
 
 
+class TokenizerFile(_FrozenDoc):
+    """The local tokenizer that turned the seed completion's text into its token ids."""
+
+    path: str
+    sha256: str = Field(description="SHA-256 of tokenizer.json's exact bytes")
+
+
 class Workload(_FrozenDoc):
     """``workload.json``: everything a run needs to rebuild each request's body exactly."""
 
@@ -70,6 +83,12 @@ class Workload(_FrozenDoc):
         default=None,
         description="the base URL prepare asked: any engine or router serving the same model "
         "can run the workload",
+    )
+    max_model_len_source: MaxModelLenSource | None = Field(
+        default=None, description="where max_model_len was read (absent in older workloads)"
+    )
+    tokenizer: TokenizerFile | None = Field(
+        default=None, description="the local tokenizer, when the pool came from one"
     )
 
 
@@ -122,25 +141,51 @@ _COUNTING: dict[TokenIdsSource, TokenCounting] = {
     "return_token_ids": "token_ids",
     "logprobs": "usage",
     "tokenize": "both",
+    "tokenizer": "both",
 }
 
 
-def request_body(workload: Workload, n: int) -> bytes:
+def request_body(workload: Workload, n: int, fields: RequestFields | None = None) -> bytes:
     """The encoded streaming body of request ``n`` with the workload's sampling settings.
 
     It asks for exact per-chunk token counts the way the engine that prepared the workload gave
     its token ids: ``return_token_ids``, per-chunk usage when that engine only knew logprobs (vLLM
-    before 0.10.2), and both when it gave neither (ids from ``/tokenize``). The client checks that
-    the chunks add up to the usage count.
+    before 0.10.2), and both when it gave neither (ids from ``/tokenize`` or a local tokenizer).
+    The client checks that the chunks add up to the usage count. ``fields`` (the run's probe)
+    overrides the counting and leaves out the fields the server refuses.
     """
+    counting = default_counting(workload) if fields is None else fields.token_counting
+    omitted = set() if fields is None else {f.field for f in fields.omitted}
+    return sampled_body(
+        workload, prompt_ids(workload, n).tolist(), workload.output_tokens, counting, omitted
+    )
+
+
+def default_counting(workload: Workload) -> TokenCounting:
+    """How a run counts tokens per chunk before any field is omitted (see ``request_body``)."""
+    return _COUNTING[workload.seed_prompt.token_ids_source]
+
+
+def sampled_body(
+    workload: Workload,
+    prompt: list[int],
+    output_tokens: int,
+    counting: TokenCounting,
+    omitted: Collection[str] = (),
+) -> bytes:
+    """A streaming body with the workload's sampling rules (``min_tokens`` = ``max_tokens`` =
+    ``output_tokens``), its counting, and without the ``omitted`` fields (``OMITTABLE``)."""
+    unknown = set(omitted) - set(OMITTABLE)
+    if unknown:
+        raise ValueError(f"cannot omit {sorted(unknown)}: only {sorted(OMITTABLE)}")
     s = workload.sampling
     return completion_body(
-        token_counting=_COUNTING[workload.seed_prompt.token_ids_source],
+        token_counting=counting_without(counting, set(omitted)),
         model=workload.model,
-        prompt=prompt_ids(workload, n).tolist(),
-        max_tokens=s.max_tokens,
-        min_tokens=s.min_tokens,
+        prompt=prompt,
+        max_tokens=output_tokens,
+        min_tokens=output_tokens,
         temperature=s.temperature,
         ignore_eos=s.ignore_eos,
-        add_special_tokens=s.add_special_tokens,
+        add_special_tokens=None if "add_special_tokens" in omitted else s.add_special_tokens,
     )
