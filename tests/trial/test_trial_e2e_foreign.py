@@ -32,18 +32,26 @@ def engine_workload(foreign: SimFleet, tmp_path_factory: pytest.TempPathFactory)
     return prepare_workload(foreign.urls["e0"], tmp_path_factory.mktemp("foreign-workload"))
 
 
-def test_prepare_at_the_router_says_to_use_an_engine(
+def test_prepare_at_the_router_says_to_pass_the_limit_or_use_an_engine(
     cli: Cli, foreign: SimFleet, tmp_path: Path
 ) -> None:
-    """No limit from the router: prepare exits 1, says an engine will do, and writes nothing."""
+    """No limit from the router: prepare exits 1, says --max-model-len or an engine will do, and
+    writes nothing; with --max-model-len it prepares (the router passes return_token_ids through)
+    and the workload says where its limit came from."""
     out = tmp_path / "workload"
-    proc = cli("prepare", "--base", str(foreign.router_url), "--input-tokens", "1024",
-               "--output-tokens", "32", "--seed", "1", "--out", str(out))  # fmt: skip
+    args = ("prepare", "--base", str(foreign.router_url), "--input-tokens", "1024",
+            "--output-tokens", "32", "--seed", "1", "--out", str(out))  # fmt: skip
+    proc = cli(*args)
     assert proc.returncode == 1
-    assert f"no max_model_len from {foreign.router_url}/v1/models or /tokenize" in proc.stderr
-    assert "point prepare at an engine that serves the model" in proc.stderr
-    assert "--max-model-len" not in proc.stderr  # prepare has no such option
+    assert f"no max_model_len from {foreign.router_url}/v1/models, /tokenize" in proc.stderr
+    assert "pass --max-model-len N, or point the command at an engine" in proc.stderr
     assert not out.exists()
+    done = cli(*args, "--max-model-len", "32768")
+    assert done.returncode == 0, done.stderr
+    workload = load_workload(out / "workload.json").workload
+    assert (workload.max_model_len, workload.max_model_len_source) == (32768, "option")
+    assert workload.seed_prompt.token_ids_source == "return_token_ids"
+    assert workload.tokenizer is None
 
 
 def test_run_at_the_router_needs_the_limit_and_a_drain_choice(
@@ -146,7 +154,8 @@ def bare() -> Iterator[str]:
 def test_prepare_lists_the_token_id_mechanisms_it_tried(
     cli: Cli, bare: str, tmp_path: Path
 ) -> None:
-    """No token_ids, no logprobs, no /tokenize: exit 1 naming all three and the engine recipe."""
+    """No token_ids, no logprobs, no /tokenize: exit 1 naming all three, --tokenizer and the
+    engine recipe."""
     out = tmp_path / "workload"
     proc = cli("prepare", "--base", bare, "--input-tokens", "64", "--output-tokens", "8",
                "--seed", "1", "--out", str(out))  # fmt: skip
@@ -156,7 +165,8 @@ def test_prepare_lists_the_token_id_mechanisms_it_tried(
         "return_token_ids (no token_ids in the answer)",
         "logprobs with return_tokens_as_token_ids (no logprobs tokens in the answer)",
         "/tokenize of the completion text (HTTP 404: Not Found)",
-        "An engine URL will do: prepare against an engine that serves m",
+        "Pass --tokenizer DIR (the folder of m's tokenizer.json), or prepare against an engine "
+        "that serves m",
     ):
         assert said in proc.stderr
     assert not out.exists()

@@ -12,6 +12,7 @@ from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._check import run_checks
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, check_fresh_dir, check_fresh_file, make_private_dir
+from narwhal_trial._local_tokenizer import load_tokenizer
 from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._prediction import Prediction, render_text
 from narwhal_trial._prepare import build_workload
@@ -39,12 +40,15 @@ def prepare_command(
     out: Path,
     model: str | None,
     api_key_env: str | None = None,
+    max_model_len: int | None = None,
+    tokenizer: Path | None = None,
 ) -> Path:
-    """Build and write ``OUT/workload.json``; returns its path. Raises TrialError. The URL and the
-    destination are checked before the engine is contacted."""
+    """Build and write ``OUT/workload.json``; returns its path. Raises TrialError. The URL, the
+    destination and the tokenizer are checked before the engine is contacted."""
     check_base_url(base)
     keys = ApiKeyEnv.choose(api_key_env)
     check_fresh_dir(out, holds=(WORKLOAD_FILE,))
+    local = None if tokenizer is None else load_tokenizer(tokenizer)
 
     async def build() -> bytes:
         async with keys.client(base) as client:
@@ -54,6 +58,8 @@ def prepare_command(
                 output_tokens=output_tokens,
                 seed=seed,
                 model=model,
+                max_model_len=max_model_len,
+                tokenizer=local,
             )
         return workload_bytes(workload)
 

@@ -16,27 +16,32 @@ from narwhal_engine_client import (
     select_model,
 )
 from narwhal_trial._errors import PrepareError, TrialError, WorkloadError
+from narwhal_trial._frontend import read_frontend_scheduler
+from narwhal_trial._local_tokenizer import LocalTokenizer
 from narwhal_trial._seed_text import SEED_PROMPT, SEED_PROMPT_NAME
-from narwhal_trial._workload import Sampling, SeedPrompt, TokenIdsSource, Workload
+from narwhal_trial._workload import (
+    MaxModelLenSource,
+    Sampling,
+    SeedPrompt,
+    TokenIdsSource,
+    TokenizerFile,
+    Workload,
+)
 
 SEED_COMPLETION_TOKENS = 32
 _PLACEHOLDER = re.compile(r"token_id:(\d+)")
 OPERATOR_LIMIT = "pass --max-model-len N, or point the command at an engine that serves the model"
-"""What ``run`` and ``check`` say when the server reports no context limit."""
-ENGINE_LIMIT = (
-    "point prepare at an engine that serves the model (the workload then runs against the router "
-    "all the same)"
-)
-"""What ``prepare`` says when the server reports no context limit."""
+"""What ``run``, ``check`` and ``prepare`` say when the server reports no context limit."""
 
 
-async def live_max_model_len(
-    client: EngineClient, card: ModelCard, given: int | None = None, *, remedy: str = OPERATOR_LIMIT
-) -> int:
-    """The live context limit from /tokenize, checked against /v1/models when both give one, and
-    against ``given`` (``--max-model-len``) when the server reports one; ``given`` stands in when
-    the server reports none. WorkloadError on a disagreement, or when there is no limit at all
-    (the message ends with ``remedy``)."""
+async def live_limit(
+    client: EngineClient, card: ModelCard, given: int | None = None
+) -> tuple[int, MaxModelLenSource]:
+    """The live context limit and where it was read: ``/tokenize``, checked against
+    ``/v1/models`` when both give one; else the frontend's ``dynamo_frontend_model_context_length``
+    gauge when it is there and non-zero; ``given`` (``--max-model-len``) is checked against the
+    server's and stands in when the server reports none. WorkloadError on a disagreement, or when
+    there is no limit at all (the message ends with ``OPERATOR_LIMIT``)."""
     tokenize_error: EngineClientError | None = None
     try:
         live: int | None = (
@@ -49,19 +54,40 @@ async def live_max_model_len(
         raise WorkloadError(
             f"max_model_len disagrees: /v1/models says {served}, /tokenize says {live}"
         )
+    source: MaxModelLenSource = "tokenize" if live is not None else "models"
     server = live if live is not None else served
+    if server is None:
+        published = await read_frontend_scheduler(client, card.id)
+        server = None if published is None else published.context_length
+        source = "metrics"
     if given is not None and server is not None and given != server:
         raise WorkloadError(
             f"--max-model-len {given} disagrees with the max_model_len {server} that "
-            f"{client.base_url} reports"
+            f"{client.base_url} reports ({_SOURCES[source]})"
         )
-    limit = given if given is not None else server
-    if limit is None:
+    if server is not None:
+        return server, source
+    if given is None:
         raise WorkloadError(
-            f"no max_model_len from {client.base_url}/v1/models or /tokenize "
-            f"({tokenize_error}): {remedy}"
+            f"no max_model_len from {client.base_url}/v1/models, /tokenize ({tokenize_error}) or "
+            f"its metrics: {OPERATOR_LIMIT}"
         ) from tokenize_error
-    return limit
+    return given, "option"
+
+
+_SOURCES: dict[MaxModelLenSource, str] = {
+    "tokenize": "/tokenize",
+    "models": "/v1/models",
+    "metrics": "dynamo_frontend_model_context_length",
+    "option": "--max-model-len",
+}
+
+
+async def live_max_model_len(
+    client: EngineClient, card: ModelCard, given: int | None = None
+) -> int:
+    """``live_limit`` without its source."""
+    return (await live_limit(client, card, given))[0]
 
 
 async def fitting_model(
@@ -71,12 +97,11 @@ async def fitting_model(
     input_tokens: int,
     output_tokens: int,
     max_model_len: int | None = None,
-    remedy: str = OPERATOR_LIMIT,
     prepared_from: str | None = None,
-) -> tuple[ModelCard, int]:
-    """The served model (``wanted``, else the only one) and its live ``max_model_len`` (see
-    ``live_max_model_len``), which must hold input + output tokens. ``prepared_from`` (the base a
-    workload was prepared from) is named when the model is not served."""
+) -> tuple[ModelCard, int, MaxModelLenSource]:
+    """The served model (``wanted``, else the only one), its live ``max_model_len`` and where
+    that was read (see ``live_limit``), which must hold input + output tokens. ``prepared_from``
+    (the base a workload was prepared from) is named when the model is not served."""
     try:
         cards = await client.models()
     except EngineClientError as exc:
@@ -88,13 +113,13 @@ async def fitting_model(
         if prepared_from is not None:
             hint = f"; the workload was prepared from {prepared_from} for {wanted!r}"
         raise WorkloadError(f"{exc}{hint}") from exc
-    limit = await live_max_model_len(client, card, max_model_len, remedy=remedy)
+    limit, source = await live_limit(client, card, max_model_len)
     if input_tokens + output_tokens > limit:
         raise WorkloadError(
             f"{input_tokens} input + {output_tokens} output tokens exceed the live max_model_len "
-            f"{limit}"
+            f"{limit} ({_SOURCES[source]})"
         )
-    return card, limit
+    return card, limit, source
 
 
 def _seed_body(model: str, extra: dict[str, Any]) -> dict[str, Any]:
@@ -167,14 +192,17 @@ def _exactly_seed_length(ids: list[int], source: str) -> list[int]:
     return ids
 
 
-async def seed_token_ids(client: EngineClient, model: str) -> tuple[list[int], TokenIdsSource]:
+async def seed_token_ids(
+    client: EngineClient, model: str, tokenizer: LocalTokenizer | None = None
+) -> tuple[list[int], TokenIdsSource]:
     """The generated token ids of the seed completion and how they were obtained.
 
     Tried in turn: ``return_token_ids`` (vLLM >= 0.10.2); ``logprobs`` with
-    ``return_tokens_as_token_ids``; ``POST /tokenize`` of the completion's text (a router that
-    passes neither field through but has ``/tokenize``). The first two must give exactly the 32
-    generated ids. When none works, the PrepareError lists what each gave and says that an engine
-    URL will do.
+    ``return_tokens_as_token_ids``; then the completion's text re-tokenized, by ``tokenizer``
+    (``--tokenizer``) when given, else by the server's ``POST /tokenize`` (a router that passes
+    neither field through but has ``/tokenize``). The first two must give exactly the 32
+    generated ids. When none works, the PrepareError lists what each gave and says what will do:
+    ``--tokenizer``, or an engine URL.
     """
     tried: list[str] = []
     texts: list[str] = []
@@ -195,7 +223,13 @@ async def seed_token_ids(client: EngineClient, model: str) -> tuple[list[int], T
         answer = found
     tried.append(f"logprobs with return_tokens_as_token_ids ({answer})")
     text = next((t for t in texts if t), None)
-    if text is None:
+    if tokenizer is not None:
+        local = tokenizer.encode(text) if text is not None else []
+        if local:
+            return local, "tokenizer"
+        why = "no completion text" if text is None else "no tokens"
+        tried.append(f"--tokenizer {tokenizer.path} on the completion text ({why})")
+    elif text is None:
         tried.append("/tokenize of the completion text (no completion text)")
     else:
         try:
@@ -209,8 +243,8 @@ async def seed_token_ids(client: EngineClient, model: str) -> tuple[list[int], T
     raise PrepareError(
         f"no token ids for the seed completion from {client.base_url}; tried "
         + "; ".join(tried)
-        + f". An engine URL will do: prepare against an engine that serves {model}, then run "
-        "the workload against the router"
+        + f". Pass --tokenizer DIR (the folder of {model}'s tokenizer.json), or prepare against "
+        f"an engine that serves {model}, then run the workload against the router"
     )
 
 
@@ -221,16 +255,24 @@ async def build_workload(
     output_tokens: int,
     seed: int,
     model: str | None = None,
+    max_model_len: int | None = None,
+    tokenizer: LocalTokenizer | None = None,
 ) -> Workload:
-    """Query the served model and its limit, complete the seed prompt, and return the workload."""
-    card, limit = await fitting_model(
-        client, model, input_tokens=input_tokens, output_tokens=output_tokens, remedy=ENGINE_LIMIT
+    """Query the served model and its limit (``max_model_len``: ``--max-model-len``), complete
+    the seed prompt (re-tokenized by ``tokenizer`` when the server gives no ids), and return the
+    workload."""
+    card, limit, limit_source = await fitting_model(
+        client,
+        model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        max_model_len=max_model_len,
     )
     try:
         version: str | None = await client.version()
     except EngineClientError:
         version = None
-    pool, source = await seed_token_ids(client, card.id)
+    pool, source = await seed_token_ids(client, card.id, tokenizer)
     return Workload(
         model=card.id,
         max_model_len=limit,
@@ -248,6 +290,10 @@ async def build_workload(
         ),
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         served_by=client.base_url,
+        max_model_len_source=limit_source,
+        tokenizer=None
+        if source != "tokenizer" or tokenizer is None
+        else TokenizerFile(path=str(tokenizer.path.absolute()), sha256=tokenizer.sha256),
     )
 
 

@@ -2,13 +2,13 @@
 fields every request carries (``_request_fields``); measured requests are never retried.
 
 Probe ``k`` (request id ``<warm-up id>-probe-<k>``, so the probes are counted with the warm-up
-wherever the run's own requests are told apart from what came before them) sends a 16-token prompt from the workload's pool
-for ``PROBE_TOKENS`` output tokens with the run's sampling rules and counting. Accepted, its tokens
-must be counted exactly and number ``PROBE_TOKENS`` (a server that ignores ``min_tokens`` or
-``ignore_eos`` stops early). Refused with 400 or 422, the answer's message is read: a sampling
-field or a counting field named in it is a blocking error; ``add_special_tokens`` or
-``return_token_ids`` named in it is left out of the next probe and of every request after. Any
-other refusal is a blocking error with the server's words.
+wherever the run's own requests are told apart from what came before them) sends a 16-token
+prompt from the workload's pool for ``PROBE_TOKENS`` output tokens with the run's sampling rules
+and counting. Accepted, its tokens must be counted exactly and number ``PROBE_TOKENS`` (a server
+that ignores ``min_tokens`` or ``ignore_eos`` stops early). Refused with 400 or 422, the answer's
+message is read: a sampling field or a counting field named in it is a blocking error;
+``add_special_tokens`` or ``return_token_ids`` named in it is left out of the next probe and of
+every request after. Any other refusal is a blocking error with the server's words.
 """
 
 from __future__ import annotations

@@ -51,8 +51,9 @@ MaxModelLenOpt = Annotated[
     typer.Option(
         "--max-model-len",
         min=1,
-        help="The context limit, for a router that reports none in /v1/models or /tokenize; an "
-        "error when the server reports a different one.",
+        help="The context limit, for a router that reports none in /v1/models, /tokenize or its "
+        "metrics (NVIDIA Dynamo's dynamo_frontend_model_context_length); an error when the server "
+        "reports a different one.",
     ),
 ]
 WorkloadOpt = Annotated[Path, typer.Option("--workload", help="workload.json from prepare.")]

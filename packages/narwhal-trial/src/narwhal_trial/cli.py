@@ -102,10 +102,24 @@ def prepare(
         str | None, typer.Option("--model", help="Served model (default: the only one).")
     ] = None,
     api_key_env: ApiKeyEnvOpt = None,
+    max_model_len: MaxModelLenOpt = None,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokenizer",
+            metavar="DIR",
+            help="The served model's folder (or its tokenizer.json), for a server that returns "
+            "no token ids and has no /tokenize (NVIDIA Dynamo's frontend): the seed completion's "
+            "text is re-tokenized here. Needs the tokenizers package "
+            "(pip install 'narwhal-trial[tokenizer]').",
+        ),
+    ] = None,
 ) -> None:
     """Query the served model, complete the seed prompt, write OUT/workload.json.
 
     Best pointed at an engine: the workload then runs against any router serving the same model.
+    Through a frontend whose workers serve no HTTP (NVIDIA Dynamo), give --tokenizer and, when
+    its metrics publish no context length, --max-model-len.
     """
     inv: _Invocation = ctx.obj
     try:
@@ -117,6 +131,8 @@ def prepare(
             out=out,
             model=model,
             api_key_env=api_key_env,
+            max_model_len=max_model_len,
+            tokenizer=tokenizer,
         )
     except TrialError as exc:
         raise typer.Exit(fail(inv.prog, exc)) from exc
