@@ -16,6 +16,7 @@ from narwhal_sim import write_model_folder
 from narwhal_sim.testing import SimFleet
 from narwhal_trial import load_workload
 
+from ._store_kit import write_profiles
 from .conftest import (
     Cli,
     JsonHandler,
@@ -198,3 +199,87 @@ def test_a_server_that_refuses_a_sampling_rule_is_a_blocking_error(
     manifest, records, summary = read_run(out)
     assert records == [] and summary["error"] is not None
     assert manifest["request_fields"] is None  # the probe did not decide the fields
+
+
+def _through_frontend(fleet: SimFleet, folder: Path) -> Path:
+    """The fleet file with engine e0 reached through the frontend (its workers serve no HTTP)."""
+    doc = orjson.loads(fleet.fleet_path.read_bytes())
+    for engine in doc["engines"]:
+        engine["url"] = str(fleet.router_url)
+    path = folder / "fleet-frontend.json"
+    path.write_bytes(orjson.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(("seqs", "ok"), [(1024, True), (256, False)])
+def test_check_through_the_frontend_reads_its_scheduler_settings(
+    cli: Cli, dynamo: SimFleet, frontend_workload: Path, tmp_path: Path, seqs: int, ok: bool
+) -> None:
+    """Through the frontend: the context limit is the operator's, prefix caching is left to the
+    launch records (the page has no cache config), and the published scheduler settings must be
+    the profile's: max_num_seqs 1024 passes, a profile measured at 256 fails, both shown."""
+    fleet = _through_frontend(dynamo, tmp_path)
+    scheduler = {
+        "max_num_batched_tokens": {"value": 8192, "source": "engine"},
+        "max_num_seqs": {"value": seqs, "source": "limits"},
+        "chunked_prefill": {"value": None, "source": "unknown"},
+    }
+    store = write_profiles(fleet, [256, 1024, 4096], [512, 2048],
+                           profile_extra={"scheduler": scheduler})  # fmt: skip
+    record = tmp_path / "launch-e0.txt"
+    record.write_text("python -m dynamo.vllm --model sim/tiny --no-enable-prefix-caching\n")
+    proc = cli("check", "--workload", str(frontend_workload), "--fleet", str(fleet),
+               "--profiles", str(store), "--launch-record", str(record),
+               "--max-model-len", LIMIT)  # fmt: skip
+    assert proc.returncode == (0 if ok else 2), proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "ok   e0: context limit: 1056 tokens, max_model_len 32768" in lines
+    assert any(
+        line.startswith("ok   e0: prefix caching off (metrics): a Dynamo frontend's page")
+        for line in lines
+    ), proc.stdout
+    shown = "e0: scheduler settings (frontend): max_num_seqs 1024, max_num_batched_tokens 8192"
+    if ok:
+        assert f"ok   {shown}, as in the profile" in lines
+        assert not [line for line in lines if line.startswith("FAIL")]
+    else:
+        assert (
+            f"FAIL {shown}; differs from the profile: max_num_seqs 1024 here, 256 in the profile"
+            in lines
+        )
+
+
+def test_predict_reads_the_frontends_settings_and_warns_of_a_difference(
+    cli: Cli, dynamo: SimFleet, tmp_path: Path
+) -> None:
+    """--frontend: the published max_num_seqs (1024) and budget (8192) rank over a profile
+    measured at 256 and 4096, with their source named and the difference warned about; a server
+    that publishes none is an error naming it, and nothing is written."""
+    fleet = _through_frontend(dynamo, tmp_path)
+    scheduler = {
+        "max_num_batched_tokens": {"value": 4096, "source": "engine"},
+        "max_num_seqs": {"value": 256, "source": "limits"},
+        "chunked_prefill": {"value": None, "source": "unknown"},
+    }
+    store = write_profiles(fleet, [256, 1024, 4096], [512, 2048],
+                           profile_extra={"scheduler": scheduler})  # fmt: skip
+    args = ["predict", "--fleet", str(fleet), "--profiles", str(store), "--input-tokens", "1024",
+            "--output-tokens", "32", "--requests", "20", "--ttft", "2", "--tpot", "0.0333",
+            "--attainment", "0.95", "--rate", "1", "--replications", "1"]  # fmt: skip
+    text = cli(*args, "--frontend", str(dynamo.router_url))
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "WARNING e0: max_num_seqs 1024 here, 256 in the profile" in text.stdout
+    assert "WARNING e0: max_num_batched_tokens 8192 here, 4096 in the profile" in text.stdout
+    out = tmp_path / "prediction.json"
+    done = cli(*args, "--frontend", str(dynamo.router_url), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    inputs = orjson.loads(out.read_bytes())["inputs"]
+    engine = inputs["engines"]["e0"]
+    assert (engine["max_num_seqs"], engine["max_num_batched_tokens"]) == (1024, 8192)
+    assert engine["max_num_seqs_source"].startswith(f"frontend, {dynamo.router_url}/metrics")
+    assert inputs["frontend"] == str(dynamo.router_url)
+    plain = cli(*args, "--frontend", dynamo.urls["e0"], "--out", str(tmp_path / "no.json"))
+    assert plain.returncode == 1
+    assert f"--frontend {dynamo.urls['e0']}: " in plain.stderr
+    assert "publishes no scheduler settings for e0's model" in plain.stderr
+    assert not (tmp_path / "no.json").exists()

@@ -16,6 +16,12 @@
    command line must hold ``--no-enable-prefix-caching`` and no later ``--enable-prefix-caching``;
    ``_launch``). The runbook has the operator retain launch records, so giving none is a failing
    item; one that cannot be read is a blocking error (ReadError), as an unreadable fleet is.
+4. A fleet entry whose URL is a frontend that is not ours (NVIDIA Dynamo's: its workers serve no
+   HTTP) is checked through it: the context limit may come from its
+   ``dynamo_frontend_model_context_length`` gauge; its page has no ``vllm:cache_config_info``, so
+   the prefix-caching item passes there with the launch records deciding (item 3); and its
+   published scheduler settings (``max_num_seqs``, ``max_num_batched_tokens``) must equal those
+   the engine's accepted profile was measured under, where both are known (``_frontend``).
 """
 
 from __future__ import annotations
@@ -24,10 +30,16 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from narwhal_engine_client import EngineClient, EngineClientError
+from narwhal_engine_client import EngineClient, EngineClientError, MetricsSnapshot
 from narwhal_store import LoadedFleet, Profile, StoreError, load_fleet, read_store
 from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._errors import TrialError, TrialUsageError
+from narwhal_trial._frontend import (
+    describe,
+    frontend_scheduler,
+    is_dynamo_page,
+    profile_differences,
+)
 from narwhal_trial._launch import LaunchRecord, prefix_caching_off, read_launch_records
 from narwhal_trial._prepare import live_max_model_len
 from narwhal_trial._profile_domain import CheckItem, accepted_profile, domain_items
@@ -61,8 +73,39 @@ def profile_items(iid: str, role: str, profile: Profile, workload: Workload) -> 
     return domain_items(iid, role, profile, workload.input_tokens, workload.output_tokens)
 
 
+def frontend_items(
+    iid: str, snapshot: MetricsSnapshot, url: str, model: str, profile: Profile | None
+) -> list[CheckItem]:
+    """The items of a Dynamo frontend's page: prefix caching (the launch records decide) and its
+    published scheduler settings against the profile's."""
+    items = [
+        CheckItem(
+            iid,
+            "prefix caching off (metrics)",
+            True,
+            "a Dynamo frontend's page has no vllm:cache_config_info: the launch records decide",
+        )
+    ]
+    published = frontend_scheduler(snapshot, model, url)
+    if published is None:
+        return items
+    differs = profile_differences(published, profile)
+    detail = describe(published) + (
+        "; differs from the profile: " + "; ".join(differs)
+        if differs
+        else (", as in the profile" if profile is not None and profile.scheduler else "")
+    )
+    items.append(CheckItem(iid, "scheduler settings (frontend)", not differs, detail))
+    return items
+
+
 async def _engine_items(
-    fleet: LoadedFleet, iid: str, workload: Workload, keys: ApiKeyEnv, given_limit: int | None
+    fleet: LoadedFleet,
+    iid: str,
+    workload: Workload,
+    keys: ApiKeyEnv,
+    given_limit: int | None,
+    profile: Profile | None = None,
 ) -> list[CheckItem]:
     entry = fleet.config.engine(iid)
     items: list[CheckItem] = []
@@ -92,10 +135,14 @@ async def _engine_items(
         except (EngineClientError, TrialError) as exc:
             items.append(CheckItem(iid, "context limit", False, _message(exc, keys)))
         try:
-            labels = (await client.metrics()).cache_config()
+            snapshot = await client.metrics()
         except EngineClientError as exc:
             items.append(CheckItem(iid, "prefix caching off (metrics)", False, _message(exc, keys)))
             return items
+        if is_dynamo_page(snapshot):
+            url = f"{client.base_url}/metrics"
+            return items + frontend_items(iid, snapshot, url, workload.model, profile)
+        labels = snapshot.cache_config()
         value = None if labels is None else labels.get("enable_prefix_caching")
         ok = value is not None and value.strip().lower() in _FALSE
         detail = (
@@ -145,18 +192,23 @@ def run_checks(
         raise TrialUsageError(f"--engine {', '.join(unknown)} not in the fleet {fleet_path}")
     targets = list(engines) or known
     items: list[CheckItem] = []
+    profiles: dict[str, Profile] = {}
     for iid in targets:
         found = accepted_profile(store, fleet, iid)
         if isinstance(found, str):
             items.append(CheckItem(iid, "accepted profile", False, found))
         else:
+            profiles[iid] = found
             role = fleet.config.engine(iid).role
             items.extend(profile_items(iid, role, found, workload))
 
     async def live() -> list[list[CheckItem]]:
         return list(
             await asyncio.gather(
-                *(_engine_items(fleet, i, workload, keys, max_model_len) for i in targets)
+                *(
+                    _engine_items(fleet, i, workload, keys, max_model_len, profiles.get(i))
+                    for i in targets
+                )
             )
         )
 

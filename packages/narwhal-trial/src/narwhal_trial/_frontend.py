@@ -10,10 +10,12 @@ Dynamo's mocker engine does), each labelled with the served model's name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import Field
 
 from narwhal_engine_client import EngineClient, EngineClientError, MetricsSnapshot
-from narwhal_store import ClosedModel
+from narwhal_store import ClosedModel, Profile
 
 DYNAMO_PREFIX = "dynamo_frontend_"
 SEQS = "dynamo_frontend_model_max_num_seqs"
@@ -78,3 +80,46 @@ def describe(settings: FrontendScheduler) -> str:
         f"max_num_seqs {shown(settings.max_num_seqs)}, "
         f"max_num_batched_tokens {shown(settings.max_num_batched_tokens)}"
     )
+
+
+def profile_differences(settings: FrontendScheduler, profile: Profile | None) -> list[str]:
+    """Where the frontend's published settings differ from those a profile was measured under
+    (``max_num_seqs 256 here, 128 in the profile``); settings either side lacks are not compared."""
+    if profile is None or profile.scheduler is None:
+        return []
+    out: list[str] = []
+    for name in ("max_num_seqs", "max_num_batched_tokens"):
+        published = getattr(settings, name)
+        measured = getattr(profile.scheduler, name).value
+        if published is not None and measured is not None and published != measured:
+            out.append(f"{name} {published} here, {measured} in the profile")
+    return out
+
+
+def _models_published(snapshot: MetricsSnapshot) -> list[str]:
+    family = snapshot.families.get(SEQS)
+    found = {s.labels.get("model", "") for s in family.samples} if family is not None else set()
+    return sorted(m for m in found if m)
+
+
+async def published_by_engine(
+    client: EngineClient, engines: Mapping[str, str | None]
+) -> dict[str, FrontendScheduler]:
+    """``predict --frontend``: per engine iid, the settings the frontend publishes for the model
+    it serves (``engines``: iid -> served model, None for the page's only model).
+    EngineClientError when the page cannot be read; ValueError naming the model it lacks."""
+    snapshot = await client.metrics(names=GAUGES)
+    url = f"{client.base_url}/metrics"
+    models = _models_published(snapshot)
+    out: dict[str, FrontendScheduler] = {}
+    for iid, model in engines.items():
+        name = model if model is not None else (models[0] if len(models) == 1 else None)
+        found = None if name is None else frontend_scheduler(snapshot, name, url)
+        if found is None:
+            shown = ", ".join(models) or "none"
+            raise ValueError(
+                f"{url} publishes no scheduler settings for {iid}'s model "
+                f"{model or '(the fleet names none)'} (dynamo_frontend_model_* gauges for: {shown})"
+            )
+        out[iid] = found
+    return out

@@ -8,6 +8,7 @@ with the shape inside its domain (the checks ``check`` makes).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -22,6 +23,7 @@ from narwhal_store import (
     Profile,
 )
 from narwhal_trial._errors import TrialUsageError
+from narwhal_trial._frontend import FrontendScheduler
 from narwhal_trial._prediction import EngineSettings
 from narwhal_trial._profile_domain import accepted_profile, domain_items
 from narwhal_trial._scheduling import scheduling
@@ -98,9 +100,14 @@ def _concurrency_max(profile: Profile) -> int | None:
 
 
 def fleet_model(
-    fleet: LoadedFleet, store: LoadedStore, limits: LimitsFile | None, shape: TrialShape
+    fleet: LoadedFleet,
+    store: LoadedStore,
+    limits: LimitsFile | None,
+    shape: TrialShape,
+    published: Mapping[str, FrontendScheduler] | None = None,
 ) -> FleetModel:
-    """The engines' models; ``OutsideDomainError`` lists every engine outside its domain."""
+    """The engines' models; ``OutsideDomainError`` lists every engine outside its domain.
+    ``published``: per engine, the settings a frontend publishes of it (``--frontend``)."""
     entries = fleet.config.engines
     has_prefill = any(e.role == "prefill" for e in entries)
     problems: list[str] = []
@@ -130,7 +137,13 @@ def fleet_model(
         c = pf.coefficients
         group = entry.gpu_group
         device = group if group is not None and found.colocation is None else entry.iid
-        sched = scheduling(entry.iid, found, limits, shape.max_num_batched_tokens)
+        sched = scheduling(
+            entry.iid,
+            found,
+            limits,
+            shape.max_num_batched_tokens,
+            None if published is None else published.get(entry.iid),
+        )
         engines.append(
             EngineModel(
                 entry.iid,

@@ -157,6 +157,16 @@ class Inputs(AliasedDoc):
     engines: dict[str, EngineSettings] = Field(
         description="per engine: the scheduler settings and the mixing model used, with sources"
     )
+    frontend: str | None = Field(
+        default=None,
+        description="--frontend: the frontend whose published scheduler settings rank between "
+        "--limits and the profiles",
+    )
+    frontend_differences: list[str] = Field(
+        default_factory=list,
+        description="where the frontend's published settings differ from the profiles' (the "
+        "profiles were measured under other settings)",
+    )
 
 
 class Prediction(AliasedDoc):
@@ -232,6 +242,8 @@ def render_text(doc: Prediction) -> str:
             f"({e.chunked_prefill_source}), max_num_seqs {seqs} ({e.max_num_seqs_source})"
         )
         lines.append(f"  {iid}: mixing {e.mixing_detail}")
+    for difference in i.frontend_differences:
+        lines.append(f"  WARNING {difference}: the profile was measured under other settings")
     c = doc.calibration
     if c is not None:
         used = "APPLIED to this prediction" if c.applied else "not applied: --apply-calibration"

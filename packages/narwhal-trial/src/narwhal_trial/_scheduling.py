@@ -2,10 +2,12 @@
 each came from (docs/design.md §13).
 
 Precedence, per setting: what the operator gave ``predict`` (``--max-num-batched-tokens``, then
-its ``--limits`` file), then the profile (read from the engine, or from the limits file given when
-it was measured), then the predictor's default (vLLM's chunked prefill with a budget of 8,192
-tokens, no cap on running sequences). The mixing is the profile's measured fit when it has one,
-else vLLM's chunked prefill: one shared step, the prefill chunks' whole cost on the decodes.
+its ``--limits`` file), then what the frontend publishes of its workers (``--frontend URL``: NVIDIA
+Dynamo's ``dynamo_frontend_model_*`` gauges), then the profile (read from the engine, or from the
+limits file given when it was measured), then the predictor's default (vLLM's chunked prefill
+with a budget of 8,192 tokens, no cap on running sequences). The mixing is the profile's measured
+fit when it has one, else vLLM's chunked prefill: one shared step, the prefill chunks' whole cost
+on the decodes.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from narwhal_store import LimitsFile, Profile
+from narwhal_trial._frontend import FrontendScheduler
 from narwhal_trial._prediction import EngineSettings
 from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 
@@ -63,14 +66,20 @@ def _mixing(profile: Profile) -> tuple[bool, float, float, str]:
 
 
 def scheduling(
-    iid: str, profile: Profile, limits: LimitsFile | None, budget_override: int | None
+    iid: str,
+    profile: Profile,
+    limits: LimitsFile | None,
+    budget_override: int | None,
+    published: FrontendScheduler | None = None,
 ) -> EngineSettings:
     """Engine ``iid``'s settings (see the module docstring for the precedence), as the
     prediction document states them."""
     given = None if limits is None else limits.engines.get(iid)
+    front = "frontend" if published is None else f"frontend, {published.source}"
     budget, budget_source = _first(
         (budget_override, "--max-num-batched-tokens"),
         (None if given is None else given.max_num_batched_tokens, "--limits"),
+        (None if published is None else published.max_num_batched_tokens, front),
         _profiled(profile, "max_num_batched_tokens"),
         (DEFAULT_MAX_NUM_BATCHED_TOKENS, "default"),
     )
@@ -81,6 +90,7 @@ def scheduling(
     )
     seqs, seqs_source = _first(
         (None if given is None else given.max_num_seqs, "--limits"),
+        (None if published is None else published.max_num_seqs, front),
         _profiled(profile, "max_num_seqs"),
     )
     measured, share, step_s, detail = _mixing(profile)

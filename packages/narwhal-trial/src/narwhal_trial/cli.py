@@ -407,6 +407,17 @@ def predict(
             help="Predict with the --calibrate correction applied (the prediction says so).",
         ),
     ] = False,
+    frontend: Annotated[
+        str | None,
+        typer.Option(
+            "--frontend",
+            metavar="URL",
+            help="A frontend that publishes its workers' scheduler settings (NVIDIA Dynamo's "
+            "dynamo_frontend_model_max_num_seqs and _max_num_batched_tokens): read once and used "
+            "over the profiles' (under --limits); a difference from a profile is warned about.",
+        ),
+    ] = None,
+    api_key_env: ApiKeyEnvOpt = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the JSON document instead of the text.")
     ] = False,
@@ -414,9 +425,9 @@ def predict(
         Path | None, typer.Option("--out", help="Also write the JSON document to this new file.")
     ] = None,
 ) -> None:
-    """Predict the trial from the profiles (no engine is contacted). Exit 0 when the prediction
-    passes (pass probability at least 0.5), 2 when it misses the target, 1 for bad input or a
-    trial outside the profiled domain."""
+    """Predict the trial from the profiles (no engine is contacted; only --frontend is read).
+    Exit 0 when the prediction passes (pass probability at least 0.5), 2 when it misses the
+    target, 1 for bad input or a trial outside the profiled domain."""
     inv: _Invocation = ctx.obj
     try:
         if rate is not None and not (0 < rate < float("inf")):
@@ -444,6 +455,8 @@ def predict(
             seed=seed,
             calibrate=calibrate,
             apply_calibration=apply_calibration,
+            frontend=frontend,
+            api_key_env=api_key_env,
         )
         code, text = predict_command(req, as_json=json_out, out=out)
     except TrialError as exc:
