@@ -112,6 +112,8 @@ def test_run_through_the_frontend_omits_what_it_refuses_and_counts_by_usage(
     ran = cli(*run_args(str(dynamo.router_url), frontend_workload, out, requests=6,
                         max_model_len=LIMIT, drain_preset="dynamo"))  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
+    said = "refuses add_special_tokens, return_token_ids: left out of every request (tokens "
+    assert said + "counted by usage; manifest.json request_fields)" in ran.stderr
     manifest, records, summary = read_run(out)
     fields = manifest["request_fields"]
     assert [o["field"] for o in fields["omitted"]] == ["add_special_tokens", "return_token_ids"]

@@ -277,6 +277,14 @@ class _Trial:
             self._write_manifest()
         except OSError as exc:
             raise TrialError(f"cannot write {self.settings.out / 'manifest.json'}: {exc}") from exc
+        if fields.omitted:
+            left_out = ", ".join(f.field for f in fields.omitted)
+            print(  # noqa: T201 - the run's one line about its request, beside its progress
+                f"run: {self.settings.base_url} refuses {left_out}: left out of every request "
+                f"(tokens counted by {fields.token_counting}; manifest.json request_fields)",
+                file=sys.stderr,
+                flush=True,
+            )
         self.bodies = [request_body(w, n, fields) for n in range(self.settings.requests)]
         self.warm_body = request_body(w, self.settings.requests, fields)
         warm = await client.stream_completion(
