@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import shlex
-import signal
 import subprocess
 import time
 import urllib.error
@@ -27,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._server import stop_group
 from ._venv import tail
 
 MODEL_NAME = "tiny"
@@ -226,19 +226,7 @@ def wait_ready(stack: DynamoStack, timeout_s: float = READY_TIMEOUT_S) -> float:
 
 
 def _stop_one(proc: Proc) -> None:
-    process = proc.process
-    steps = ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0))
-    for sig, grace in steps:
-        if process.poll() is not None:
-            break
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=grace)
-    proc.exit_code = process.poll()
-    # Children left in the group (none are expected).
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+    proc.exit_code = stop_group(proc.process, STOP_GRACE_S)
 
 
 def stop(stack: DynamoStack) -> None:

@@ -14,14 +14,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
-from ._venv import InstallError, _step, _system_python, tail
+from ._venv import InstallError, VenvReport, ensure_marked, step, tail
 
 DYNAMO_VERSION = "1.6.1"
-MARKER = "narwhal-conformance-install.json"
 ENV_VAR = "NARWHAL_DYNAMO_VENV"
 #: What ``ai-dynamo``'s frontend and mocker import, installed by name (``--no-deps`` above).
 DEPS = (
@@ -51,21 +49,6 @@ print(json.dumps(out))
 """
 
 
-@dataclass(frozen=True)
-class DynamoVenvReport:
-    """What ``ensure_dynamo_venv`` did and how long it took."""
-
-    folder: Path
-    installed: bool
-    wall_s: float
-    versions: dict[str, str | None]
-
-    @property
-    def python(self) -> Path:
-        """The venv's interpreter."""
-        return self.folder / "bin" / "python"
-
-
 def default_dynamo_venv() -> Path:
     """``$NARWHAL_DYNAMO_VENV``, else ``~/.cache/narwhal-conformance/dynamo-1.6.1``."""
     configured = os.environ.get(ENV_VAR, "").strip()
@@ -74,41 +57,24 @@ def default_dynamo_venv() -> Path:
     return Path.home() / ".cache" / "narwhal-conformance" / f"dynamo-{DYNAMO_VERSION}"
 
 
-def ensure_dynamo_venv(folder: Path, log: Path) -> DynamoVenvReport:
+def _install(pip: list[str], out: IO[str], log: Path) -> None:
+    runtime = f"ai-dynamo-runtime=={DYNAMO_VERSION}"
+    step([*pip, "install", runtime], out, log, f"pip install {runtime}")
+    dynamo = f"ai-dynamo=={DYNAMO_VERSION}"
+    step([*pip, "install", "--no-deps", dynamo], out, log, f"pip install {dynamo}")
+    step([*pip, "install", *DEPS], out, log, "pip install (the frontend's dependencies)")
+
+
+def ensure_dynamo_venv(folder: Path, log: Path) -> VenvReport:
     """Reuse the venv at ``folder`` when its marker says it is complete, else install it."""
-    start = time.monotonic()
-    marker = folder / MARKER
-    if marker.is_file():
-        versions = _check(folder, log)
-        return DynamoVenvReport(folder, False, time.monotonic() - start, versions)
-    if folder.exists() and not (folder / "pyvenv.cfg").is_file():
-        raise InstallError(f"{folder} exists and is not a venv; remove it or set {ENV_VAR}")
-    fresh = not folder.exists()
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a", encoding="utf-8") as out:
-        if not (folder / "pyvenv.cfg").is_file():
-            _step([_system_python(), "-m", "venv", str(folder)], out, log, "python3 -m venv")
-        pip = [str(folder / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
-        # An interrupted install (no marker) is completed in place: pip only adds what is missing.
-        runtime = f"ai-dynamo-runtime=={DYNAMO_VERSION}"
-        _step([*pip, "install", runtime], out, log, f"pip install {runtime}")
-        dynamo = f"ai-dynamo=={DYNAMO_VERSION}"
-        _step([*pip, "install", "--no-deps", dynamo], out, log, f"pip install {dynamo}")
-        _step([*pip, "install", *DEPS], out, log, "pip install (the frontend's dependencies)")
-    versions = _check(folder, log)
-    wall = time.monotonic() - start
-    doc = {
-        "dynamo": DYNAMO_VERSION,
-        "versions": versions,
-        "install_wall_s": round(wall, 1),
-        "from_scratch": fresh,
-        "completed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(marker)
-    return DynamoVenvReport(folder, True, wall, versions)
+    return ensure_marked(
+        folder,
+        log,
+        env_var=ENV_VAR,
+        install=_install,
+        check=_check,
+        marker_doc={"dynamo": DYNAMO_VERSION},
+    )
 
 
 def _check(folder: Path, log: Path) -> dict[str, str | None]:

@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ._cpus import CpuSplit, confine, current_split, move_threads
 from ._venv import tail
@@ -187,10 +188,10 @@ def _health(url: str) -> int | None:
         return None
 
 
-def stop(server: VllmServer) -> None:
-    """SIGINT to the server's own process group, then SIGTERM, then SIGKILL; wait for it."""
-    process = server.process
-    steps = ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0))
+def stop_group(process: subprocess.Popen[Any], grace_s: float = STOP_GRACE_S) -> int | None:
+    """SIGINT to a process's own group, then SIGTERM, then SIGKILL; wait for it; its exit code.
+    Whatever is left in the group after it (workers normally exit with it) is killed."""
+    steps = ((signal.SIGINT, grace_s), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0))
     for sig, grace in steps:
         if process.poll() is not None:
             break
@@ -198,10 +199,15 @@ def stop(server: VllmServer) -> None:
             os.killpg(process.pid, sig)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=grace)
-    server.exit_code = process.poll()
-    # Workers in the group that outlived the server (they normally exit with it).
+    code = process.poll()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+    return code
+
+
+def stop(server: VllmServer) -> None:
+    """Stop the server's process group (``stop_group``) and keep its exit code."""
+    server.exit_code = stop_group(server.process)
 
 
 @contextlib.contextmanager

