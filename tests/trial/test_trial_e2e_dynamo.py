@@ -188,16 +188,29 @@ class _Strict(JsonHandler):
             self.send_json({"detail": "unexpected"}, 500)
 
 
-def test_a_server_that_refuses_a_sampling_rule_is_a_blocking_error(
-    cli: Cli, tiny_workload: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("refused", "said"),
+    [
+        ("min_tokens", "refuses the runbook's sampling field(s) min_tokens"),
+        ("ignore_eos", "refuses the runbook's sampling field(s) ignore_eos"),
+        ("temperature", "refuses the runbook's sampling field(s) temperature"),
+        ("stream_options", "refuses stream_options"),
+        ("model", "refuses the trial's request (probe "),
+    ],
+)
+def test_a_server_that_refuses_what_the_trial_needs_is_a_blocking_error(
+    cli: Cli, tiny_workload: Path, tmp_path: Path, refused: str, said: str
 ) -> None:
-    """min_tokens refused: the run stops at its probe, exit 1 naming the field; no request of
-    the run is offered, and the manifest keeps the refused probe."""
-    with serve(_Strict) as url:
+    """A sampling field, the usage options, or a field the trial cannot leave out refused: the
+    run stops at its probe, exit 1 naming it; no request of the run is offered, and the
+    manifest's request fields stay undecided."""
+    handler = type("Refusing", (_Strict,), {"refused": refused})
+    with serve(handler) as url:
         out = tmp_path / "run"
         ran = cli(*run_args(url, tiny_workload, out, requests=3, drain_preset="none"))
     assert ran.returncode == 1, ran.stdout + ran.stderr
-    assert "refuses the runbook's sampling field(s) min_tokens" in ran.stderr
+    assert said in ran.stderr, ran.stderr
+    assert f"Unsupported parameter(s): `{refused}`" in ran.stderr
     manifest, records, summary = read_run(out)
     assert records == [] and summary["error"] is not None
     assert manifest["request_fields"] is None  # the probe did not decide the fields
