@@ -298,3 +298,13 @@ def test_predict_reads_the_frontends_settings_and_warns_of_a_difference(
     assert f"--frontend {dynamo.urls['e0']}: " in plain.stderr
     assert "publishes no scheduler settings for e0's model" in plain.stderr
     assert not (tmp_path / "no.json").exists()
+
+
+def test_the_documents_token_counting_is_the_engine_clients() -> None:
+    """The manifest spells the engine client's TokenCounting itself (to stay offline): equal."""
+    from typing import get_args
+
+    from narwhal_engine_client import TokenCounting
+    from narwhal_trial._request_fields import TokenCounting as Spelled
+
+    assert get_args(Spelled) == get_args(TokenCounting)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._check import run_checks
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, check_fresh_dir, check_fresh_file, make_private_dir
+from narwhal_trial._frontend_read import read_published
 from narwhal_trial._local_tokenizer import load_tokenizer
 from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._prediction import Prediction, render_text
@@ -178,8 +180,11 @@ def reconcile_command(
     return code, "\n".join(lines), error
 
 
-def predict_command(req: PredictRequest, *, as_json: bool, out: Path | None) -> tuple[int, str]:
+def predict_command(
+    req: PredictRequest, *, as_json: bool, out: Path | None, api_key_env: str | None = None
+) -> tuple[int, str]:
     """Predict the trial; returns the exit code and the text (or the JSON document) to print.
+    With ``req.frontend``, its published settings are read first (``api_key_env``: its key).
     Writes ``out`` (a fresh path) with the JSON document when given, whatever the verdict.
 
     Exit 0 when the prediction passes (``--find-max-rate`` alone: a passing rate was found), 2 when
@@ -188,6 +193,10 @@ def predict_command(req: PredictRequest, *, as_json: bool, out: Path | None) -> 
     """
     if out is not None:
         check_fresh_file(out, flag="--out")
+    if req.frontend is not None and not req.published:
+        req = dataclasses.replace(
+            req, published=read_published(req.frontend, req.fleet, api_key_env)
+        )
     doc = predict(req)
     data = orjson.dumps(doc.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
     if out is not None:

@@ -5,16 +5,17 @@ frontend): the scheduler settings and context length of a served model, read fro
 Dynamo's workers serve no HTTP, so these gauges are the only place ``prepare``, ``run``,
 ``check`` and ``predict`` can read them: ``dynamo_frontend_model_max_num_seqs``,
 ``..._max_num_batched_tokens`` and ``..._context_length`` (0 when the worker reports none, as
-Dynamo's mocker engine does), each labelled with the served model's name.
+Dynamo's mocker engine does), each labelled with the served model's name. This module only reads
+a page it is given (``predict`` imports it and contacts nothing); ``_frontend_read`` fetches one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, Protocol
 
 from pydantic import Field
 
-from narwhal_engine_client import EngineClient, EngineClientError, MetricsSnapshot
 from narwhal_store import ClosedModel, Profile
 
 DYNAMO_PREFIX = "dynamo_frontend_"
@@ -22,6 +23,16 @@ SEQS = "dynamo_frontend_model_max_num_seqs"
 BATCHED = "dynamo_frontend_model_max_num_batched_tokens"
 CONTEXT = "dynamo_frontend_model_context_length"
 GAUGES = (SEQS, BATCHED, CONTEXT)
+
+
+class MetricsPage(Protocol):
+    """What is read of a ``/metrics`` page (``narwhal_engine_client.MetricsSnapshot``, which this
+    module does not import: ``predict``'s modules contact nothing)."""
+
+    @property
+    def families(self) -> Mapping[str, Any]: ...
+
+    def value(self, name: str, **labels: str) -> float | None: ...
 
 
 class FrontendScheduler(ClosedModel):
@@ -34,19 +45,19 @@ class FrontendScheduler(ClosedModel):
     context_length: int | None = None
 
 
-def is_dynamo_page(snapshot: MetricsSnapshot) -> bool:
+def is_dynamo_page(snapshot: MetricsPage) -> bool:
     """Whether a ``/metrics`` page is a Dynamo frontend's (``dynamo_frontend_*`` families)."""
     return any(name.startswith(DYNAMO_PREFIX) for name in snapshot.families)
 
 
-def _positive(snapshot: MetricsSnapshot, name: str, model: str) -> int | None:
+def _positive(snapshot: MetricsPage, name: str, model: str) -> int | None:
     value = snapshot.value(name, model=model)
     if value is None or not value > 0 or value != int(value):
         return None
     return int(value)
 
 
-def frontend_scheduler(snapshot: MetricsSnapshot, model: str, url: str) -> FrontendScheduler | None:
+def frontend_scheduler(snapshot: MetricsPage, model: str, url: str) -> FrontendScheduler | None:
     """The settings ``snapshot`` (``url``'s page) publishes for ``model``; None when it publishes
     none of them (not a Dynamo frontend, or not for that model)."""
     if all(snapshot.value(name, model=model) is None for name in GAUGES):
@@ -58,16 +69,6 @@ def frontend_scheduler(snapshot: MetricsSnapshot, model: str, url: str) -> Front
         max_num_batched_tokens=_positive(snapshot, BATCHED, model),
         context_length=_positive(snapshot, CONTEXT, model),
     )
-
-
-async def read_frontend_scheduler(client: EngineClient, model: str) -> FrontendScheduler | None:
-    """``frontend_scheduler`` of ``client``'s ``/metrics``; None when the page cannot be read
-    (a server without one, or one that refuses it: the settings are then simply not exposed)."""
-    try:
-        snapshot = await client.metrics(names=GAUGES)
-    except EngineClientError:
-        return None
-    return frontend_scheduler(snapshot, model, f"{client.base_url}/metrics")
 
 
 def describe(settings: FrontendScheduler) -> str:
@@ -96,30 +97,8 @@ def profile_differences(settings: FrontendScheduler, profile: Profile | None) ->
     return out
 
 
-def _models_published(snapshot: MetricsSnapshot) -> list[str]:
+def models_published(snapshot: MetricsPage) -> list[str]:
+    """The models a page publishes scheduler settings for (its ``max_num_seqs`` gauge's labels)."""
     family = snapshot.families.get(SEQS)
-    found = {s.labels.get("model", "") for s in family.samples} if family is not None else set()
-    return sorted(m for m in found if m)
-
-
-async def published_by_engine(
-    client: EngineClient, engines: Mapping[str, str | None]
-) -> dict[str, FrontendScheduler]:
-    """``predict --frontend``: per engine iid, the settings the frontend publishes for the model
-    it serves (``engines``: iid -> served model, None for the page's only model).
-    EngineClientError when the page cannot be read; ValueError naming the model it lacks."""
-    snapshot = await client.metrics(names=GAUGES)
-    url = f"{client.base_url}/metrics"
-    models = _models_published(snapshot)
-    out: dict[str, FrontendScheduler] = {}
-    for iid, model in engines.items():
-        name = model if model is not None else (models[0] if len(models) == 1 else None)
-        found = None if name is None else frontend_scheduler(snapshot, name, url)
-        if found is None:
-            shown = ", ".join(models) or "none"
-            raise ValueError(
-                f"{url} publishes no scheduler settings for {iid}'s model "
-                f"{model or '(the fleet names none)'} (dynamo_frontend_model_* gauges for: {shown})"
-            )
-        out[iid] = found
-    return out
+    samples = getattr(family, "samples", ())
+    return sorted({m for s in samples if (m := s.labels.get("model", ""))})

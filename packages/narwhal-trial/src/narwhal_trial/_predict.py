@@ -1,29 +1,26 @@
 """``predict``: a trial's attainment and verdict from the fleet file, the profiles and the limits.
 
-Nothing is contacted (but the frontend given with ``--frontend``, whose published scheduler
-settings are read once) and nothing of the simulator is used: the fleet runs in virtual time
+Nothing is contacted (the settings a ``--frontend`` publishes are read by the command layer and
+handed in) and nothing of the simulator is used: the fleet runs in virtual time
 (``_vtime``) on the profiles' fits (``_model``), once or replicated with the profiles' own spread
 (``_rates``). No engine's decode batch may grow beyond the profiled decode concurrency.
 """
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from narwhal_engine_client import EngineClient, EngineClientError
-from narwhal_store import LoadedFleet, StoreError, load_fleet, load_limits, read_store
-from narwhal_trial._access import ApiKeyEnv
+from narwhal_store import StoreError, load_fleet, load_limits, read_store
 from narwhal_trial._calibrate import calibrate
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._frontend import FrontendScheduler, profile_differences, published_by_engine
+from narwhal_trial._frontend import FrontendScheduler, profile_differences
 from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget, fleet_model
 from narwhal_trial._prediction import CalibrationDoc, Inputs, Prediction
 from narwhal_trial._profile_domain import accepted_profile
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._rates import find_max_rate, predict_rate
-from narwhal_trial._settings import check_base_url
 from narwhal_trial._vtime import TrialShape
 
 #: ``--replications`` when not given: the pass probability to 1 %.
@@ -48,28 +45,9 @@ class PredictRequest:
     calibrate: Path | None = None
     apply_calibration: bool = False
     frontend: str | None = None
-    api_key_env: str | None = None
-
-
-def _published(req: PredictRequest, fleet: LoadedFleet) -> dict[str, FrontendScheduler]:
-    """``--frontend URL``: the settings it publishes for each engine's model."""
-    if req.frontend is None:
-        return {}
-    url = req.frontend
-    check_base_url(url)
-    keys = ApiKeyEnv.choose(req.api_key_env)
-    engines = {e.iid: e.model for e in fleet.config.engines}
-
-    async def read() -> dict[str, FrontendScheduler]:
-        async with EngineClient.from_env(url, keys.sent_from, timeout_s=30.0) as client:
-            return await published_by_engine(client, engines)
-
-    try:
-        return asyncio.run(read())
-    except EngineClientError as exc:
-        raise TrialUsageError(f"--frontend {url}: {keys.refusal(exc) or exc}") from exc
-    except ValueError as exc:
-        raise TrialUsageError(f"--frontend {url}: {exc}") from exc
+    published: Mapping[str, FrontendScheduler] = field(default_factory=dict)
+    """per engine iid, the settings ``frontend`` published (read by the command layer:
+    ``_frontend_read.read_published``), ranked between --limits and the profiles"""
 
 
 def load_model(req: PredictRequest) -> tuple[FleetModel, Inputs]:
@@ -80,7 +58,7 @@ def load_model(req: PredictRequest) -> tuple[FleetModel, Inputs]:
         limits = None if req.limits is None else load_limits(req.limits, fleet)
     except StoreError as exc:
         raise TrialUsageError(str(exc)) from exc
-    published = _published(req, fleet)
+    published = req.published
     model = fleet_model(fleet, store, limits, req.shape, published)
     differences = []
     for iid, settings in published.items():

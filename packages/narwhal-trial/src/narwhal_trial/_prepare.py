@@ -16,7 +16,7 @@ from narwhal_engine_client import (
     select_model,
 )
 from narwhal_trial._errors import PrepareError, TrialError, WorkloadError
-from narwhal_trial._frontend import read_frontend_scheduler
+from narwhal_trial._frontend_read import read_frontend_scheduler
 from narwhal_trial._local_tokenizer import LocalTokenizer
 from narwhal_trial._seed_text import SEED_PROMPT, SEED_PROMPT_NAME
 from narwhal_trial._workload import (

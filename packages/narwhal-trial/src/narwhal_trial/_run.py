@@ -21,7 +21,7 @@ from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineE
 from narwhal_trial._drain import wait_drained
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, make_private_dir
-from narwhal_trial._frontend import read_frontend_scheduler
+from narwhal_trial._frontend_read import read_frontend_scheduler
 from narwhal_trial._judge import Bounds, Outcome, judge, status_of
 from narwhal_trial._launch import LaunchRecord, keep, read_launch_records, refuse_caching_on
 from narwhal_trial._loopmon import LoopLagMonitor

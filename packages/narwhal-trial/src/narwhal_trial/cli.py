@@ -456,9 +456,8 @@ def predict(
             calibrate=calibrate,
             apply_calibration=apply_calibration,
             frontend=frontend,
-            api_key_env=api_key_env,
         )
-        code, text = predict_command(req, as_json=json_out, out=out)
+        code, text = predict_command(req, as_json=json_out, out=out, api_key_env=api_key_env)
     except TrialError as exc:
         raise typer.Exit(fail(inv.prog, exc)) from exc
     except KeyboardInterrupt:
