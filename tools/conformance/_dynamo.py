@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._server import stop_group
+from ._server import spawn_logged, stop_group
 from ._venv import tail
 
 MODEL_NAME = "tiny"
@@ -128,18 +128,7 @@ def _environment(folder: Path) -> dict[str, str]:
 
 
 def _spawn(name: str, argv: list[str], log: Path, env: dict[str, str]) -> Proc:
-    with log.open("wb") as out:
-        out.write(f"# {shlex.join(argv)}\n".encode())
-        out.flush()
-        process = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=log.parent,
-            start_new_session=True,
-        )
+    process = spawn_logged(argv, log, env)
     return Proc(name, argv, log, process)
 
 

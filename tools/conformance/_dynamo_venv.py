@@ -11,13 +11,11 @@ raises ``InstallError`` with the reason and the tail of the pip log; nothing is 
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from pathlib import Path
 from typing import IO
 
-from ._venv import InstallError, VenvReport, ensure_marked, step, tail
+from ._venv import InstallError, VenvReport, ensure_marked, probe_versions, step, tail
 
 DYNAMO_VERSION = "1.6.1"
 ENV_VAR = "NARWHAL_DYNAMO_VENV"
@@ -78,26 +76,10 @@ def ensure_dynamo_venv(folder: Path, log: Path) -> VenvReport:
 
 
 def _check(folder: Path, log: Path) -> dict[str, str | None]:
-    python = folder / "bin" / "python"
-    if not python.is_file():
-        raise InstallError(f"{python} is missing; remove {folder} to reinstall")
     try:
-        done = subprocess.run(
-            [str(python), "-c", _PROBE],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InstallError(f"{python} cannot run: {exc}") from exc
-    if done.returncode != 0:
-        raise InstallError(
-            f"{python} cannot import {', '.join(IMPORTS)}: {done.stderr.strip()[-2000:]}"
-            f"\nlog tail:\n{tail(log)}"
-        )
-    versions: dict[str, str | None] = json.loads(done.stdout.strip().splitlines()[-1])
+        versions = probe_versions(folder, _PROBE, 300, f"import {', '.join(IMPORTS)}")
+    except InstallError as exc:
+        raise InstallError(f"{exc}\nlog tail:\n{tail(log)}") from exc
     problems = [
         f"{name} is {versions.get(name)}, not {DYNAMO_VERSION}"
         for name in ("ai-dynamo", "ai-dynamo-runtime")

