@@ -8,7 +8,9 @@ from pydantic import ConfigDict, Field
 
 from narwhal_store import ClosedModel
 from narwhal_trial._frontend import FrontendScheduler
+from narwhal_trial._interval import Interval
 from narwhal_trial._request_fields import RequestFields
+from narwhal_trial._schedule_records import ScheduleView
 from narwhal_trial._server_records import ServerTiming, ServerView
 
 MANIFEST_FORMAT: Final = "narwhal.trial.manifest"
@@ -208,15 +210,6 @@ class Distribution(ClosedModel):
     p99: float | None
 
 
-class Interval(ClosedModel):
-    """A two-sided confidence interval of a proportion."""
-
-    method: Literal["wilson"] = "wilson"
-    confidence: float = 0.95
-    low: float
-    high: float
-
-
 class ClientUsage(ClosedModel):
     """What the client itself consumed, to establish client saturation before raising its limits."""
 
@@ -276,4 +269,9 @@ class Summary(AliasedDoc):
         default=None,
         description="the client's records against the engines' own metrics and spans (null when "
         "no page was read: --no-server-metrics, or a run that ended before its first offer)",
+    )
+    schedule: ScheduleView | None = Field(
+        default=None,
+        description="a scheduled workload's run (prepare --trace or --arrivals): attainment per "
+        "input-length bucket, the offered load over time, the densest second (absent otherwise)",
     )

@@ -186,7 +186,15 @@ class _Trial:
                 summary = summarize(self.writer.records, self.facts)
         try:
             atomic_write(
-                out / "summary.json", _json(summary.model_dump(mode="json", by_alias=True))
+                out / "summary.json",
+                # a runbook run's summary has no schedule key: its file is what it always was
+                _json(
+                    summary.model_dump(
+                        mode="json",
+                        by_alias=True,
+                        exclude={"schedule"} if summary.schedule is None else None,
+                    )
+                ),
             )
         except OSError as exc:
             raise TrialError(f"cannot write {out / 'summary.json'}: {exc}") from exc

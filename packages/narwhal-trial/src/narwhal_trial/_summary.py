@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from narwhal_trial._interval import Interval
 from narwhal_trial._records import (
     STATUSES,
     ClientUsage,
     Distribution,
-    Interval,
     RequestRecord,
     Summary,
 )

@@ -13,14 +13,19 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from narwhal_engine_client import TokenCounting, completion_body
 from narwhal_store import ClosedModel
+from narwhal_trial._blocks import BlockSampler
 from narwhal_trial._errors import WorkloadError
 from narwhal_trial._files import read_regular
 from narwhal_trial._request_fields import OMITTABLE, RequestFields, counting_without
+from narwhal_trial._workload_schedule import Schedule
 
 WORKLOAD_FORMAT: Final = "narwhal.trial.workload"
 SAMPLER: Final = "pool-uniform-v1"
 """Request n's prompt is ``pool[rng.integers(0, len(pool), size=input_tokens)]``,
 ``rng = numpy.random.default_rng(seed + n)``."""
+BLOCK_SAMPLER: Final = "pool-blocks-v1"
+"""A scheduled workload's: each request's own length, and equal ``hash_ids`` blocks equal
+(``_blocks``)."""
 
 
 TokenIdsSource = Literal["return_token_ids", "logprobs", "tokenize", "tokenizer"]
@@ -72,10 +77,12 @@ class Workload(_FrozenDoc):
     max_model_len: int = Field(gt=0)
     engine_version: str | None
     pool: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
-    input_tokens: int = Field(gt=0)
+    input_tokens: int = Field(
+        gt=0, description="every request's; a scheduled workload's longest request's (its warm-up)"
+    )
     output_tokens: int = Field(gt=0)
     seed: int = Field(ge=0)
-    sampler: Literal["pool-uniform-v1"] = SAMPLER
+    sampler: Literal["pool-uniform-v1", "pool-blocks-v1"] = SAMPLER
     sampling: Sampling
     seed_prompt: SeedPrompt
     created: str
@@ -90,6 +97,24 @@ class Workload(_FrozenDoc):
     tokenizer: TokenizerFile | None = Field(
         default=None, description="the local tokenizer, when the pool came from one"
     )
+    schedule: Schedule | None = Field(
+        default=None,
+        description="each request's due offset and lengths (prepare --trace or --arrivals); "
+        "absent in the runbook's workload, which run --rate spaces evenly",
+    )
+
+    @property
+    def requests(self) -> int | None:
+        """The scheduled workload's request count; None for the runbook's (``run --requests``)."""
+        return None if self.schedule is None else self.schedule.requests
+
+    def input_of(self, n: int) -> int:
+        """Request ``n``'s prompt tokens."""
+        return self.input_tokens if self.schedule is None else self.schedule.input_tokens[n]
+
+    def output_of(self, n: int) -> int:
+        """Request ``n``'s output tokens."""
+        return self.output_tokens if self.schedule is None else self.schedule.output_tokens[n]
 
 
 class LoadedWorkload(_FrozenDoc):
@@ -102,7 +127,11 @@ class LoadedWorkload(_FrozenDoc):
 
 def workload_bytes(workload: Workload) -> bytes:
     """Canonical JSON (sorted keys, compact): the file digest is the document digest."""
-    return orjson.dumps(workload.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+    # The runbook's workload has no schedule key at all: its file stays what it always was.
+    dump = workload.model_dump(
+        mode="json", exclude={"schedule"} if workload.schedule is None else None
+    )
+    return orjson.dumps(dump, option=orjson.OPT_SORT_KEYS)
 
 
 def load_workload(path: Path) -> LoadedWorkload:
@@ -123,18 +152,62 @@ def load_workload(path: Path) -> LoadedWorkload:
     s = workload.sampling
     if s.min_tokens != workload.output_tokens or s.max_tokens != workload.output_tokens:
         raise WorkloadError(f"workload {path}: min_tokens and max_tokens must equal output_tokens")
+    problem = _schedule_problem(workload)
+    if problem is not None:
+        raise WorkloadError(f"workload {path}: schedule: {problem}")
     return LoadedWorkload(
         workload=workload, path=str(path), sha256=hashlib.sha256(data).hexdigest()
     )
 
 
+def _schedule_problem(workload: Workload) -> str | None:
+    sched = workload.schedule
+    if sched is None:
+        return (
+            "a runbook workload's sampler is pool-uniform-v1"
+            if workload.sampler != SAMPLER
+            else None
+        )
+    if workload.sampler != BLOCK_SAMPLER:
+        return f"a scheduled workload's sampler is {BLOCK_SAMPLER}, not {workload.sampler}"
+    k = sched.longest()
+    if (sched.input_tokens[k], sched.output_tokens[k]) != (
+        workload.input_tokens,
+        workload.output_tokens,
+    ):
+        return "input_tokens and output_tokens must be the longest request's"
+    return None
+
+
+def sampler_of(workload: Workload) -> BlockSampler:
+    """The prompt builder of ``workload`` (one per run: it keeps the blocks it drew)."""
+    block = workload.schedule.block_tokens if workload.schedule is not None else 1
+    return BlockSampler(workload.pool, workload.seed, block)
+
+
 def prompt_ids(workload: Workload, n: int) -> np.ndarray[Any, np.dtype[np.int64]]:
-    """Request ``n``'s prompt: ``input_tokens`` pool ids drawn with ``default_rng(seed + n)``."""
+    """Request ``n``'s prompt: ``input_tokens`` pool ids drawn with ``default_rng(seed + n)``
+    (a scheduled workload's: ``scheduled_prompt``)."""
     if n < 0:
         raise ValueError(f"sequence must be non-negative, got {n}")
+    if workload.schedule is not None:
+        return scheduled_prompt(workload, n, sampler_of(workload))
     pool = np.asarray(workload.pool, dtype=np.int64)
     rng = np.random.default_rng(workload.seed + n)
     return pool[rng.integers(0, len(pool), size=workload.input_tokens)]
+
+
+def scheduled_prompt(
+    workload: Workload, n: int, sampler: BlockSampler
+) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """Request ``n``'s prompt in a scheduled workload; ``n`` = the request count is the warm-up:
+    the longest request's length, with tokens no request shares."""
+    sched = workload.schedule
+    assert sched is not None
+    if n >= sched.requests:
+        return sampler.prompt(n, workload.input_tokens, None)
+    ids = None if sched.hash_ids is None else sched.hash_ids[n]
+    return sampler.prompt(n, sched.input_tokens[n], ids)
 
 
 _COUNTING: dict[TokenIdsSource, TokenCounting] = {
@@ -145,20 +218,31 @@ _COUNTING: dict[TokenIdsSource, TokenCounting] = {
 }
 
 
-def request_body(workload: Workload, n: int, fields: RequestFields | None = None) -> bytes:
+def request_body(
+    workload: Workload,
+    n: int,
+    fields: RequestFields | None = None,
+    sampler: BlockSampler | None = None,
+) -> bytes:
     """The encoded streaming body of request ``n`` with the workload's sampling settings.
 
     It asks for exact per-chunk token counts the way the engine that prepared the workload gave
     its token ids: ``return_token_ids``, per-chunk usage when that engine only knew logprobs (vLLM
     before 0.10.2), and both when it gave neither (ids from ``/tokenize`` or a local tokenizer).
     The client checks that the chunks add up to the usage count. ``fields`` (the run's probe)
-    overrides the counting and leaves out the fields the server refuses.
+    overrides the counting and leaves out the fields the server refuses. A scheduled workload's
+    request has its own lengths (``n`` = the request count: the warm-up, the longest shape);
+    ``sampler`` keeps the blocks drawn across calls.
     """
     counting = default_counting(workload) if fields is None else fields.token_counting
     omitted = set() if fields is None else {f.field for f in fields.omitted}
-    return sampled_body(
-        workload, prompt_ids(workload, n).tolist(), workload.output_tokens, counting, omitted
-    )
+    if workload.schedule is None:
+        return sampled_body(
+            workload, prompt_ids(workload, n).tolist(), workload.output_tokens, counting, omitted
+        )
+    prompt = scheduled_prompt(workload, n, sampler or sampler_of(workload))
+    out = workload.output_of(n) if n < workload.schedule.requests else workload.output_tokens
+    return sampled_body(workload, prompt.tolist(), out, counting, omitted)
 
 
 def default_counting(workload: Workload) -> TokenCounting:
