@@ -21,6 +21,7 @@ from ._suite import (
     write_transcript,
 )
 from ._tpot import compare
+from ._trace_check import WINDOWS, TraceReplay, check_replay, replay_samples
 
 VARIANT = "default"
 #: vLLM 0.32's per-step token budget for its OpenAI server on a CPU (``--max-num-batched-tokens``
@@ -203,3 +204,22 @@ def test_predictions_and_trials_across_the_edge(edge_check: EdgeCheck) -> None:
     # runs in a row on 2026-12-02 measured 0.58 and 0.32 where 0.82-1.0 and 0.65-1.0 were
     # predicted, the second calibrated, with mixing fits of 13.8 % and 29.4 % mean error
     # (docs/conformance.md; issue 23 holds the prediction's accuracy on vLLM's server).
+
+
+@pytest.fixture(scope="module")
+def trace_replays(suite: Suite, conformance: Conformance) -> list[TraceReplay]:
+    """A short window of each sample trace, prepared, replayed and reported on this server."""
+    replays = replay_samples(suite.server, suite.root / "traces", suite.env)
+    for replay in replays:
+        suite.extra_done.extend(replay.done)
+    conformance.record(VARIANT, trace_replays={r.name: r.figures() for r in replays})
+    return replays
+
+
+@pytest.mark.parametrize("index", range(len(WINDOWS)), ids=[w[0] for w in WINDOWS])
+def test_a_trace_window_replays_on_its_schedule(
+    trace_replays: list[TraceReplay], index: int
+) -> None:
+    """Each format's sample, a few requests of it: prepare (clipped to the served 4,096 tokens),
+    run at its speedup, report; every request with the engine's exact token counts."""
+    check_replay(trace_replays[index])

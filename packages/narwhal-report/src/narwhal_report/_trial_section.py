@@ -1,7 +1,8 @@
 """Per trial run: the verdict, TTFT and TPOT CDFs with the SLO lines, attainment with its interval
 against the target, a timeline of due, sent and lag per request with in-flight over time and status
-colours, the server's view when the run has one (``_server_section``), the client's saturation
-evidence and the manifest's provenance."""
+colours (a scheduled workload's run: its schedule's views and a timeline binned beyond 500 offers,
+``_schedule_section``), the server's view when the run has one (``_server_section``), the
+client's saturation evidence and the manifest's provenance."""
 
 from __future__ import annotations
 
@@ -9,29 +10,22 @@ from decimal import Decimal
 
 from narwhal_report import _svg
 from narwhal_report._html import Section, badge, facts, figure, join, ms, slug, tag
+from narwhal_report._schedule_section import schedule_part
 from narwhal_report._server_section import server_view
-from narwhal_trial import RequestRecord, TrialRun
-
-ERRORS = frozenset(
-    {"http_error", "stream_error", "stream_cut", "timeout", "connect_error", "protocol_error"}
-)
-
-
-def status_colour(record: RequestRecord) -> str:
-    """Green good, amber completed but too slow, purple schedule miss, red errors, grey else."""
-    if record.good:
-        return _svg.GOOD
-    if record.status == "completed":
-        return _svg.SLOW
-    if record.status == "client_schedule_miss":
-        return _svg.MISS
-    return _svg.ERROR if record.status in ERRORS else _svg.GREY
+from narwhal_report._timeline import TIMELINE_CAPTION, in_flight_steps, timeline_figure
+from narwhal_trial import TrialRun
 
 
 def trial_section(run: TrialRun, index: int) -> Section:
     """The whole section of one run."""
     m, s = run.manifest, run.summary
-    title = f"Trial {m.rate:g} request/s: {run.path.name}"
+    pace = (
+        f"{m.rate:g} request/s"
+        if s.schedule is None
+        else f"{s.schedule.source} x{s.schedule.speedup:g}, mean {s.schedule.mean_rate:.3g} "
+        "request/s"
+    )
+    title = f"Trial {pace}: {run.path.name}"
     verdict = facts(
         [
             ("verdict", join([badge(s.passed), tag("span", f" exit code {s.exit_code}")])),
@@ -46,8 +40,12 @@ def trial_section(run: TrialRun, index: int) -> Section:
             ),
             (
                 "SLO",
-                f"TTFT ≤ {m.ttft_s} s, TPOT ≤ {m.tpot_s} s; {m.input_tokens} in / "
-                f"{m.output_tokens} out",
+                f"TTFT ≤ {m.ttft_s} s, TPOT ≤ {m.tpot_s} s; "
+                + (
+                    f"{m.input_tokens} in / {m.output_tokens} out"
+                    if s.schedule is None
+                    else "each request's lengths from the schedule"
+                ),
             ),
             ("client schedule", badge(s.client_schedule_valid, "VALID", "INVALID")),
             ("statuses", ", ".join(f"{k} {v}" for k, v in s.counts.items() if v) or "none"),
@@ -77,11 +75,10 @@ def trial_section(run: TrialRun, index: int) -> Section:
                 "Good requests over all offers with the 95% Wilson "
                 "interval, against the target attainment.",
             ),
-            figure(
-                timeline_figure(run),
-                "Each offer: due (tick), sent (dot) and its lifetime to "
-                "the end of its stream, coloured by status; the client's lag (sent - due) and the "
-                "requests in flight over time, against the client's limits.",
+            (
+                figure(timeline_figure(run), TIMELINE_CAPTION)
+                if s.schedule is None
+                else schedule_part(run, s.schedule, index)
             ),
             server_view(run),
             tag("h4", "Client saturation evidence"),
@@ -215,107 +212,6 @@ def attainment_figure(run: TrialRun) -> str:
     ax.set_xlabel("good / offers")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     return _svg.to_svg(fig, f"attainment of {run.path.name}")
-
-
-def in_flight_steps(records: list[RequestRecord]) -> tuple[list[float], list[int]]:
-    """Requests in flight over time: (times, counts) of a step function (sent +1, end -1)."""
-    events: list[tuple[float, int]] = []
-    for r in records:
-        if r.sent_s is not None:
-            events.append((r.sent_s, 1))
-            events.append((r.end_s if r.end_s is not None else r.sent_s, -1))
-    events.sort(key=lambda e: (e[0], e[1]))
-    times, counts, level = [0.0], [0], 0
-    for t, step in events:
-        level += step
-        times.append(t)
-        counts.append(level)
-    return times, counts
-
-
-def timeline_figure(run: TrialRun) -> str:
-    """Per request due/sent/end coloured by status; lag; in flight over time."""
-    records = run.records
-    limits = run.manifest.limits
-    fig, axes = _svg.new_figure(
-        3, 1, size=(9.0, 6.2), sharex=True, gridspec_kw={"height_ratios": [3, 1.2, 1.2]}
-    )
-    lanes, lag_ax, flight_ax = axes[0][0], axes[1][0], axes[2][0]
-    colours = [status_colour(r) for r in records]
-    lived = [r for r in records if r.sent_s is not None and r.end_s is not None]
-    lanes.hlines(
-        [r.sequence for r in lived],
-        [r.sent_s or 0.0 for r in lived],
-        [r.end_s or 0.0 for r in lived],
-        colors=[status_colour(r) for r in lived],
-        linewidth=1.2,
-    )
-    lanes.scatter(
-        [r.due_s for r in records],
-        [r.sequence for r in records],
-        marker="|",
-        s=14,
-        color=_svg.GREY,
-        linewidths=0.8,
-        label="due",
-    )
-    sent = [r for r in records if r.sent_s is not None]
-    lanes.scatter(
-        [r.sent_s for r in sent],
-        [r.sequence for r in sent],
-        s=6,
-        color=[status_colour(r) for r in sent],
-        zorder=3,
-        label="sent",
-    )
-    for colour, name in (
-        (_svg.GOOD, "good"),
-        (_svg.SLOW, "completed, too slow"),
-        (_svg.ERROR, "error"),
-        (_svg.MISS, "schedule miss"),
-    ):
-        lanes.plot([], [], color=colour, linewidth=3, label=name)
-    lanes.set_ylabel("request")
-    _svg.integer_ticks(lanes.yaxis)
-    _svg.integer_ticks(flight_ax.yaxis)
-    lanes.invert_yaxis()
-    lanes.set_title(f"{run.path.name}: {len(records)} offers at {run.manifest.rate:g}/s")
-    lanes.legend(loc="upper right", ncols=3, fontsize=7)
-    lag_ax.scatter(
-        [r.due_s for r in records], [r.lag_s * 1000 for r in records], s=6, color=colours
-    )
-    lag_ax.axhline(
-        limits.max_lag_s * 1000,
-        color=_svg.ERROR,
-        linestyle="--",
-        label=f"max lag {limits.max_lag_s * 1000:g} ms",
-    )
-    lag_ax.set_ylabel("lag (ms)")
-    lag_ax.legend(loc="upper right")
-    times, counts = in_flight_steps(records)
-    flight_ax.step(times, counts, where="post", color=_svg.BLUE)
-    top = max(max(counts) * 1.15, 1)
-    if limits.max_in_flight <= top * 2:
-        flight_ax.axhline(
-            limits.max_in_flight,
-            color=_svg.ERROR,
-            linestyle="--",
-            label=f"cap {limits.max_in_flight}",
-        )
-        top = max(top, limits.max_in_flight * 1.1)
-    else:
-        flight_ax.plot(
-            [],
-            [],
-            color=_svg.ERROR,
-            linestyle="--",
-            label=f"cap {limits.max_in_flight} (off scale)",
-        )
-    flight_ax.set_ylim(0, top)
-    flight_ax.set_ylabel("in flight")
-    flight_ax.set_xlabel("time since t0 (s)")
-    flight_ax.legend(loc="upper right")
-    return _svg.to_svg(fig, f"timeline of {run.path.name}")
 
 
 __all__ = ["in_flight_steps", "trial_section"]

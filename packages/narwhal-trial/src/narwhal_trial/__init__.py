@@ -43,6 +43,13 @@ from narwhal_trial._records import (
 from narwhal_trial._run import run_trial
 from narwhal_trial._runfolder import TrialRun, is_run_folder, read_run
 from narwhal_trial._schedule import ScheduleLimits, due_offsets_ns, miss_reason, pace, wait_until
+from narwhal_trial._schedule_records import (
+    DensestSecond,
+    Histogram,
+    LengthBucket,
+    OfferedLoad,
+    ScheduleView,
+)
 from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
 from narwhal_trial._server_records import (
     CounterDelta,
@@ -83,6 +90,7 @@ __all__ = [
     "ApiKeyEnv",
     "CheckItem",
     "CounterDelta",
+    "DensestSecond",
     "Distribution",
     "DrainError",
     "EdgeRun",
@@ -91,10 +99,13 @@ __all__ = [
     "EngineView",
     "FleetModel",
     "FleetView",
+    "Histogram",
     "HistogramDelta",
     "HistogramView",
+    "LengthBucket",
     "LoadedWorkload",
     "Manifest",
+    "OfferedLoad",
     "OutputPathError",
     "OutsideDomainError",
     "PageReading",
@@ -109,6 +120,7 @@ __all__ = [
     "RunSettings",
     "Sampling",
     "ScheduleLimits",
+    "ScheduleView",
     "SeedPrompt",
     "ServerDoc",
     "ServerPage",

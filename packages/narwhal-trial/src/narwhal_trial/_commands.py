@@ -18,8 +18,10 @@ from narwhal_trial._local_tokenizer import load_tokenizer
 from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._prediction import Prediction, render_text
 from narwhal_trial._prepare import build_workload
+from narwhal_trial._prepare_schedule import ScheduleOptions
 from narwhal_trial._reconcile import read_journal, read_requests, reconcile
 from narwhal_trial._records import Summary
+from narwhal_trial._schedule_view import schedule_lines
 from narwhal_trial._server_text import server_lines
 from narwhal_trial._settings import RunSettings, check_base_url
 from narwhal_trial._workload import workload_bytes
@@ -36,32 +38,36 @@ def fail(prog: str, error: TrialError) -> int:
 def prepare_command(
     *,
     base: str,
-    input_tokens: int,
-    output_tokens: int,
+    input_tokens: int | None,
+    output_tokens: int | None,
     seed: int,
     out: Path,
     model: str | None,
     api_key_env: str | None = None,
     max_model_len: int | None = None,
     tokenizer: Path | None = None,
+    schedule: ScheduleOptions | None = None,
 ) -> Path:
     """Build and write ``OUT/workload.json``; returns its path. Raises TrialError. The URL, the
-    destination and the tokenizer are checked before the engine is contacted."""
+    destination, the tokenizer and the schedule options (a trace is read and checked whole) are
+    checked before the engine is contacted."""
     check_base_url(base)
     keys = ApiKeyEnv.choose(api_key_env)
     check_fresh_dir(out, holds=(WORKLOAD_FILE,))
+    source = (schedule or ScheduleOptions()).source(input_tokens, output_tokens, seed)
     local = None if tokenizer is None else load_tokenizer(tokenizer)
 
     async def build() -> bytes:
         async with keys.client(base) as client:
             workload = await build_workload(
                 client,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
+                input_tokens=input_tokens or 1,
+                output_tokens=output_tokens or 1,
                 seed=seed,
                 model=model,
                 max_model_len=max_model_len,
                 tokenizer=local,
+                schedule_source=source,
             )
         return workload_bytes(workload)
 
@@ -89,14 +95,21 @@ def describe(summary: Summary, settings: RunSettings) -> str:
         else {1: "ERROR", 2: "MISS", 130: "INTERRUPTED"}.get(summary.exit_code, "FAIL")
     )
     interval = summary.attainment_interval
+    pace = (
+        f"rate {settings.rate:g}/s"
+        if settings.speedup is None
+        else f"speedup {settings.speedup:g}x (mean {settings.rate:.3g}/s)"
+    )
     lines = [
-        f"rate {settings.rate:g}/s: {summary.good}/{summary.requests} good "
+        f"{pace}: {summary.good}/{summary.requests} good "
         f"(need {summary.required_good}), attainment {summary.attainment:.3f} "
         f"[{interval.low:.3f}, {interval.high:.3f}] -> {verdict}",
         f"schedule {'valid' if summary.client_schedule_valid else 'INVALID'}: "
         f"{summary.sent} sent, misses {summary.schedule_misses}, max lag "
         f"{_ms(summary.max_lag_s)}, max in flight {summary.max_in_flight}",
     ]
+    if summary.schedule is not None:
+        lines.extend(schedule_lines(summary.schedule))
     failed = {k: v for k, v in summary.counts.items() if v and k != "completed"}
     if failed:
         lines.append(f"not completed: {failed}")

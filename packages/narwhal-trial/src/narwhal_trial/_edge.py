@@ -102,6 +102,14 @@ class SearchPlan:
     max_repeats: int = 2
     min_rate: float = 0.0
     max_rate: float = math.inf
+    searched: str = "rate"
+    """What the values are: ``rate`` (request/s) or a scheduled workload's ``speedup``."""
+
+    def shown(self, value: float, fmt: str = "g") -> str:
+        """A value with its unit: ``7.5 request/s``, or ``speedup 2``."""
+        if self.searched == "rate":
+            return f"{value:{fmt}} request/s"
+        return f"speedup {value:{fmt}}"
 
 
 @dataclass(slots=True)
@@ -228,7 +236,7 @@ def search(plan: SearchPlan, run_one: RunOne, observe: Observe | None = None) ->
                 return Ending(
                     "invalid" if outcome.verdict == "invalid" else "error",
                     trials,
-                    _stuck_message(rate, repeats, outcome),
+                    _stuck_message(plan, rate, repeats, outcome),
                     b,
                 )
             continue
@@ -241,7 +249,9 @@ def search(plan: SearchPlan, run_one: RunOne, observe: Observe | None = None) ->
 def _budget_message(b: Bracket, trials: int) -> str:
     if b.highest_pass is None or b.lowest_miss is None:
         missing = "passed" if b.highest_pass is None else "missed"
-        return f"no rate {missing} within the budget of {trials} trial(s) (--max-trials)"
+        return (
+            f"no {b.plan.searched} {missing} within the budget of {trials} trial(s) (--max-trials)"
+        )
     return (
         f"the budget of {trials} trial(s) ran out with the bracket {b.width:.1%} wide, wider than "
         f"the tolerance {b.plan.tolerance:.1%} (--max-trials, --tolerance)"
@@ -249,21 +259,24 @@ def _budget_message(b: Bracket, trials: int) -> str:
 
 
 def _bounds_message(b: Bracket) -> str:
+    p, what = b.plan, b.plan.searched
     if b.lowest_miss is None:
-        return f"no rate missed up to {b.plan.max_rate:g} request/s, the run's highest rate"
+        return f"no {what} missed up to {p.shown(p.max_rate)}, the run's highest {what}"
     if b.highest_pass is None:
-        return f"no rate passed down to {b.plan.min_rate:.4g} request/s, the run's lowest rate"
-    return f"no rate left to try between {b.highest_pass:g} and {b.lowest_miss:g} request/s"
+        return f"no {what} passed down to {p.shown(p.min_rate, '.4g')}, the run's lowest {what}"
+    if what == "rate":
+        return f"no rate left to try between {b.highest_pass:g} and {b.lowest_miss:g} request/s"
+    return f"no speedup left to try between {b.highest_pass:g} and {b.lowest_miss:g}"
 
 
-def _stuck_message(rate: float, attempts: int, outcome: TrialOutcome) -> str:
+def _stuck_message(plan: SearchPlan, rate: float, attempts: int, outcome: TrialOutcome) -> str:
     what = (
         "the client could not keep its schedule (client_schedule_valid false: inspect "
         "requests.jsonl, raise --max-in-flight or repair client scheduling)"
         if outcome.verdict == "invalid"
         else f"a blocking error ({outcome.error})"
     )
-    return f"{attempts} trial(s) at {rate:g} request/s in a row ended in {what}"
+    return f"{attempts} trial(s) at {plan.shown(rate)} in a row ended in {what}"
 
 
 def band_rates(values: Sequence[float | None], max_rate: float) -> tuple[float, ...]:

@@ -11,7 +11,8 @@ import typer
 from narwhal_trial._commands import fail
 from narwhal_trial._edge_command import edge_command
 from narwhal_trial._edge_settings import EdgeSettings, predict_options
-from narwhal_trial._errors import TrialError
+from narwhal_trial._errors import TrialError, WorkloadError
+from narwhal_trial._replay import RunTiming, timing_of
 from narwhal_trial._run_options import (
     DRAIN_TIMEOUT_DEFAULT_S,
     KEEPALIVE_EXPIRY_DEFAULT_S,
@@ -37,18 +38,44 @@ from narwhal_trial._run_options import (
     WorkloadOpt,
     run_settings,
 )
+from narwhal_trial._workload import load_workload
 from narwhal_trial.cli import _Invocation
 
 _PREDICT = "With --fleet and --profiles: "
+
+
+def edge_timing(
+    workload: Path, requests: int | None, start_rate: float | None, start_speedup: float | None
+) -> tuple[RunTiming, tuple[float, float] | None]:
+    """The first trial's timing, and for a scheduled workload its mean rate and span at speedup
+    1 (the search varies the speedup). A workload that cannot be read is left to
+    ``edge_command``, which names it after checking the settings."""
+    try:
+        w = load_workload(workload).workload
+    except WorkloadError:
+        return RunTiming(
+            1.0 if start_rate is None else start_rate, 1 if requests is None else requests, None
+        ), None
+    if w.schedule is None and start_rate is None:
+        start_rate = 1.0
+    timing = timing_of(
+        w,
+        f"workload {workload}",
+        rate=start_rate,
+        requests=requests,
+        speedup=start_speedup,
+        rate_flag="--start-rate",
+        speedup_flag="--start-speedup",
+    )
+    if w.schedule is None:
+        return timing, None
+    return timing, (w.schedule.mean_rate(1.0), w.schedule.span_s)
 
 
 def edge(
     ctx: typer.Context,
     base: BaseOpt,
     workload: WorkloadOpt,
-    requests: Annotated[
-        int, typer.Option("--requests", help="Offers per trial; all count in the denominator.")
-    ],
     ttft: TtftOpt,
     tpot: TpotOpt,
     attainment: AttainmentOpt,
@@ -57,17 +84,34 @@ def edge(
         typer.Option(
             "--out",
             help="New private folder: edge.json and one run folder per trial "
-            "(trial-01-rate-R/, ...).",
+            "(trial-01-rate-R/, or trial-01-speedup-X/ for a scheduled workload, ...).",
         ),
     ],
+    requests: Annotated[
+        int | None,
+        typer.Option(
+            "--requests",
+            help="Offers per trial; all count in the denominator. The runbook's workload only: "
+            "a scheduled one holds its requests.",
+        ),
+    ] = None,
     start_rate: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--start-rate",
-            help="Without --profiles (or when the band holds no passing rate): the first rate; "
-            "doubled after a pass, halved after a miss until both ends exist.",
+            help="Without --profiles (or when the band holds no passing rate): the first rate "
+            "(default 1); doubled after a pass, halved after a miss until both ends exist.",
         ),
-    ] = 1.0,
+    ] = None,
+    start_speedup: Annotated[
+        float | None,
+        typer.Option(
+            "--start-speedup",
+            metavar="X",
+            help="A scheduled workload (prepare --trace or --arrivals): the search varies its "
+            "--speedup instead of a rate, starting here (default 1).",
+        ),
+    ] = None,
     tolerance: Annotated[
         float,
         typer.Option(
@@ -141,17 +185,20 @@ def edge(
 ) -> None:
     """Find the measured edge with few trials: start from predict's band (--fleet, --profiles)
     or double from --start-rate, then bisect on rate, each trial a normal run (drain, warm-up,
-    drain, offers). Exit 0 when the bracket between the highest pass and the lowest miss is
-    within --tolerance; 2 when the budget (or the rate bounds) ran out first; 1 for bad input,
-    a blocking error, or a rate whose schedule stayed invalid after its repeats; 130 interrupted.
+    drain, offers). A scheduled workload (prepare --trace or --arrivals) is searched on its
+    --speedup instead, from --start-speedup. Exit 0 when the bracket between the highest pass
+    and the lowest miss is within --tolerance; 2 when the budget (or the rate bounds) ran out
+    first; 1 for bad input, a blocking error, or a rate whose schedule stayed invalid after its
+    repeats; 130 interrupted.
     """
     inv: _Invocation = ctx.obj
     try:
+        timing, schedule = edge_timing(workload, requests, start_rate, start_speedup)
         run = run_settings(
             base=base,
             workload=workload,
-            rate=start_rate,
-            requests=requests,
+            rate=timing.rate,
+            requests=timing.requests,
             bounds=(ttft, tpot, attainment),
             out=out,
             client=ClientOptions(
@@ -176,7 +223,9 @@ def edge(
             tolerance=tolerance,
             max_trials=max_trials,
             max_repeats=max_repeats,
-            start_rate=start_rate,
+            start_rate=timing.rate if timing.speedup is None else timing.speedup,
+            schedule_rate=None if schedule is None else schedule[0],
+            schedule_span_s=0.0 if schedule is None else schedule[1],
             predict=predict_options(
                 fleet,
                 profiles,

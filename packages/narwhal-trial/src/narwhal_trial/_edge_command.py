@@ -29,7 +29,7 @@ from narwhal_trial._edge_doc import (
     PredictedBand,
 )
 from narwhal_trial._edge_settings import EdgeSettings, trial_folder
-from narwhal_trial._edge_text import closing, opening, trial_line
+from narwhal_trial._edge_text import closing, opening, trial_line, unit
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
 from narwhal_trial._launch import read_launch_records, refuse_caching_on
@@ -100,7 +100,8 @@ def _plan(settings: EdgeSettings, band: PredictedBand | None) -> SearchPlan:
         max_trials=settings.max_trials,
         max_repeats=settings.max_repeats,
         min_rate=settings.min_rate,
-        max_rate=MAX_RATE,
+        max_rate=settings.max_rate,
+        searched=settings.searched,
     )
 
 
@@ -131,11 +132,11 @@ def edge_command(
     def run_one(index: int, rate: float, repeat: int) -> TrialOutcome:
         return outcome_of(run(settings.trial(index, rate)))
 
-    def observe(index: int, rate: float, repeat: int, o: TrialOutcome, b: Bracket) -> None:
-        doc.trials.append(_trial(index, rate, repeat, o))
+    def observe(index: int, value: float, repeat: int, o: TrialOutcome, b: Bracket) -> None:
+        doc.trials.append(_trial(settings, index, value, repeat, o))
         doc.bracket = _bracket(b)
         _write(path, doc)
-        emit(trial_line(index, rate, repeat, o, b, settings.max_repeats))
+        emit(trial_line(index, value, repeat, o, b, settings.max_repeats, unit(settings)))
 
     try:
         ending = search(plan, run_one, observe)
@@ -148,7 +149,7 @@ def edge_command(
             _finish(path, doc, "interrupted", "interrupted between trials", 130)
         raise
     _finish(path, doc, ending.stop, ending.message, ending.exit_code)
-    emit(closing(ending, path))
+    emit(closing(ending, path, unit(settings)))
     return ending.exit_code
 
 
@@ -176,6 +177,7 @@ def _document(
         start_rate=Bracket(plan).first(),
         min_rate=plan.min_rate,
         max_rate=plan.max_rate,
+        searched=settings.searched,
     )
     return EdgeSearch(
         generator=f"narwhal-trial {dist_version('narwhal-trial')}",
@@ -193,9 +195,17 @@ def _document(
     )
 
 
-def _trial(index: int, rate: float, repeat: int, o: TrialOutcome) -> EdgeTrial:
+def _trial(
+    settings: EdgeSettings, index: int, value: float, repeat: int, o: TrialOutcome
+) -> EdgeTrial:
+    run = settings.trial(index, value)
     return EdgeTrial(
-        index=index, rate=rate, run=trial_folder(index, rate), repeat=repeat, **asdict(o)
+        index=index,
+        rate=run.rate,
+        speedup=run.speedup,
+        run=trial_folder(index, value, settings.searched),
+        repeat=repeat,
+        **asdict(o),
     )
 
 

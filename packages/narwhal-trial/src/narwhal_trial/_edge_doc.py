@@ -40,9 +40,15 @@ class EdgeInputs(ClosedModel):
         description="band: from the predicted band; doubling: from start_rate, doubled on a pass "
         "and halved on a miss until both ends exist"
     )
-    start_rate: float = Field(description="the first rate tried")
-    min_rate: float = Field(description="the lowest rate a trial may be offered at")
-    max_rate: float = Field(description="the highest rate a trial may be offered at")
+    start_rate: float = Field(description="the first rate (or speedup) tried")
+    min_rate: float = Field(description="the lowest rate (or speedup) a trial may be offered at")
+    max_rate: float = Field(description="the highest rate (or speedup) a trial may be offered at")
+    searched: Literal["rate", "speedup"] = Field(
+        default="rate",
+        description="what the search varies: the runbook's --rate, or a scheduled workload's "
+        "--speedup; start_rate, min_rate, max_rate, the bracket and each trial's value are then "
+        "speedups",
+    )
 
 
 class PredictedBand(ClosedModel):
@@ -63,7 +69,10 @@ class EdgeTrial(ClosedModel):
     """One trial of the search: a normal run folder, and its verdict as the search read it."""
 
     index: int = Field(description="1, 2, … in the order run")
-    rate: float
+    rate: float = Field(description="the offered rate (a scheduled workload's: its mean rate)")
+    speedup: float | None = Field(
+        default=None, description="a scheduled workload's trial: its --speedup (the searched value)"
+    )
     run: str = Field(description="the run folder, relative to the edge folder")
     repeat: int = Field(description="0 the first trial at this rate; 1, 2… its repeats")
     verdict: Verdict = Field(
@@ -140,6 +149,12 @@ def read_edge(path: Path) -> EdgeRun:
             raise ReadError(
                 f"{folder}: a run at {run.manifest.rate:g} request/s, but {EDGE_FILE} says trial "
                 f"{trial.index} ran at {trial.rate:g}"
+            )
+        speedup = run.manifest.arguments.get("speedup")
+        if speedup != trial.speedup:
+            raise ReadError(
+                f"{folder}: a run at speedup {speedup}, but {EDGE_FILE} says trial "
+                f"{trial.index} ran at speedup {trial.speedup}"
             )
         runs.append(run)
     return EdgeRun(path, doc, runs)

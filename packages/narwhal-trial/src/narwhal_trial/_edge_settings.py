@@ -7,10 +7,12 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._predict import DEFAULT_REPLICATIONS
 from narwhal_trial._settings import MAX_RATE, MAX_SCHEDULE_S, RunSettings
+from narwhal_trial._workload_schedule import MAX_SPEEDUP
 
 MAX_TRIALS = 1000
 MAX_REPEATS = 10
@@ -41,7 +43,17 @@ class EdgeSettings:
     max_trials: int = 8
     max_repeats: int = 2
     start_rate: float = 1.0
+    """The first rate, or a scheduled workload's first speedup (``--start-speedup``)."""
     predict: PredictOptions | None = None
+    schedule_rate: float | None = None
+    """A scheduled workload's mean rate at speedup 1: the search varies the speedup (None: the
+    runbook's workload, the rate)."""
+    schedule_span_s: float = 0.0
+    """A scheduled workload's span at speedup 1."""
+
+    @property
+    def searched(self) -> Literal["rate", "speedup"]:
+        return "rate" if self.schedule_rate is None else "speedup"
 
     def validate(self) -> None:
         """TrialUsageError (exit 1, nothing touched) for a value the search cannot use."""
@@ -59,17 +71,39 @@ class EdgeSettings:
                 0 <= self.max_repeats <= MAX_REPEATS,
                 f"--max-repeats must be from 0 to {MAX_REPEATS}, got {self.max_repeats}",
             ),
-            (
-                math.isfinite(self.start_rate) and 0 < self.start_rate <= MAX_RATE,
-                f"--start-rate must be positive and at most {MAX_RATE:g} per second, got "
-                f"{self.start_rate:g}",
-            ),
-            (
-                not self.start_rate > 0 or self.start_rate >= self.min_rate,
-                f"--requests {self.run.requests} at --start-rate {self.start_rate:g} would offer "
-                f"for more than {MAX_SCHEDULE_S:.0f} s (a day)",
-            ),
         ]
+        if self.schedule_rate is None:
+            checks += [
+                (
+                    math.isfinite(self.start_rate) and 0 < self.start_rate <= MAX_RATE,
+                    f"--start-rate must be positive and at most {MAX_RATE:g} per second, got "
+                    f"{self.start_rate:g}",
+                ),
+                (
+                    not self.start_rate > 0 or self.start_rate >= self.min_rate,
+                    f"--requests {self.run.requests} at --start-rate {self.start_rate:g} would "
+                    f"offer for more than {MAX_SCHEDULE_S:.0f} s (a day)",
+                ),
+            ]
+        else:
+            checks += [
+                (
+                    math.isfinite(self.start_rate) and self.min_rate <= self.start_rate,
+                    f"--start-speedup {self.start_rate:g} must be at least {self.min_rate:g} (the "
+                    f"schedule must end within {MAX_SCHEDULE_S:.0f} s)",
+                ),
+                (
+                    self.start_rate <= self.max_rate,
+                    f"--start-speedup must be at most {self.max_rate:g} (a speedup of "
+                    f"{MAX_SPEEDUP:g} at most, a mean rate of {MAX_RATE:g}/s at most), got "
+                    f"{self.start_rate:g}",
+                ),
+                (
+                    self.predict is None,
+                    "--fleet and --profiles (the predicted band) start the search of the "
+                    "runbook's workload; a scheduled workload's starts from --start-speedup",
+                ),
+            ]
         p = self.predict
         if p is not None:
             checks += [
@@ -87,22 +121,39 @@ class EdgeSettings:
         for ok, message in checks:
             if not ok:
                 raise TrialUsageError(message)
-        dataclasses.replace(self.run, rate=self.start_rate).validate()
+        self.trial(0, self.start_rate).validate()
 
     @property
     def min_rate(self) -> float:
         """The lowest rate whose schedule still ends within a day (``run``'s bound), and never
-        below one request in a million seconds."""
+        below one request in a million seconds; for a scheduled workload, the lowest speedup."""
+        if self.schedule_rate is not None:
+            return max(self.schedule_span_s / MAX_SCHEDULE_S, MIN_RATE)
         return max((self.run.requests - 1) / MAX_SCHEDULE_S, MIN_RATE)
 
-    def trial(self, index: int, rate: float) -> RunSettings:
-        """The settings of trial ``index`` at ``rate``: a run folder of its own under ``out``."""
-        return dataclasses.replace(self.run, rate=rate, out=self.out / trial_folder(index, rate))
+    @property
+    def max_rate(self) -> float:
+        """``run``'s highest rate; for a scheduled workload, the highest speedup (whose mean
+        rate stays within it)."""
+        if self.schedule_rate is None:
+            return MAX_RATE
+        return min(MAX_SPEEDUP, MAX_RATE / self.schedule_rate)
+
+    def trial(self, index: int, value: float) -> RunSettings:
+        """The settings of trial ``index`` at ``value`` (a rate, or a scheduled workload's
+        speedup): a run folder of its own under ``out``."""
+        out = self.out / trial_folder(index, value, self.searched)
+        if self.schedule_rate is None:
+            return dataclasses.replace(self.run, rate=value, out=out)
+        return dataclasses.replace(
+            self.run, rate=self.schedule_rate * value, speedup=value, out=out
+        )
 
 
-def trial_folder(index: int, rate: float) -> str:
-    """``trial-01-rate-7.5``: the run folder of trial ``index`` (from 1) at ``rate``."""
-    return f"trial-{index:02d}-rate-{rate:g}"
+def trial_folder(index: int, value: float, searched: str = "rate") -> str:
+    """``trial-01-rate-7.5`` (or ``trial-01-speedup-2``): the run folder of trial ``index``
+    (from 1) at ``value``."""
+    return f"trial-{index:02d}-{searched}-{value:g}"
 
 
 def predict_options(

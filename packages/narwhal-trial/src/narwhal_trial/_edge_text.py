@@ -9,13 +9,21 @@ from narwhal_trial._edge_doc import PredictedBand
 from narwhal_trial._edge_settings import EdgeSettings
 
 
-def _rate(rate: float | None) -> str:
-    return "none" if rate is None else f"{rate:g}/s"
+def unit(settings: EdgeSettings) -> str:
+    """How a searched value is shown: ``/s`` for a rate, ``x`` for a speedup."""
+    return "/s" if settings.searched == "rate" else "x"
+
+
+def _rate(rate: float | None, unit: str = "/s") -> str:
+    return "none" if rate is None else f"{rate:g}{unit}"
 
 
 def opening(settings: EdgeSettings, band: PredictedBand | None, plan: SearchPlan) -> str:
     """Where the search starts and how it goes on."""
-    first = f"{Bracket(plan).first():g}/s"
+    u = unit(settings)
+    first = f"{Bracket(plan).first():g}{u}"
+    if settings.searched == "speedup":
+        first = f"speedup {first} of the workload's schedule"
     how = (
         f"bisecting to within {settings.tolerance:.1%} in at most {settings.max_trials} trials of "
         f"{settings.run.requests} requests"
@@ -32,30 +40,37 @@ def opening(settings: EdgeSettings, band: PredictedBand | None, plan: SearchPlan
 
 
 def trial_line(
-    index: int, rate: float, repeat: int, o: TrialOutcome, b: Bracket, max_repeats: int
+    index: int,
+    rate: float,
+    repeat: int,
+    o: TrialOutcome,
+    b: Bracket,
+    max_repeats: int,
+    unit: str = "/s",
 ) -> str:
-    """One trial as it finishes: rate, good of required, verdict, the bracket it left."""
-    head = f"trial {index} at {rate:g}/s: {o.good}/{o.requests} good (need {o.required_good})"
+    """One trial as it finishes: rate (or speedup), good of required, verdict, the bracket."""
+    head = f"trial {index} at {rate:g}{unit}: {o.good}/{o.requests} good (need {o.required_good})"
     if o.verdict in ("invalid", "error"):
         what = "INVALID schedule" if o.verdict == "invalid" else f"ERROR ({o.error})"
         again = (
-            f"repeating {rate:g}/s ({repeat + 1} of {max_repeats})"
+            f"repeating {rate:g}{unit} ({repeat + 1} of {max_repeats})"
             if repeat < max_repeats
             else "no repeat left"
         )
         return f"{head} -> {what}, never read as a miss; {again}"
     width = "" if b.width is None else f", width {b.width:.1%}"
     return (
-        f"{head} -> {o.verdict.upper()}; bracket: pass {_rate(b.highest_pass)}, miss "
-        f"{_rate(b.lowest_miss)}{width}"
+        f"{head} -> {o.verdict.upper()}; bracket: pass {_rate(b.highest_pass, unit)}, miss "
+        f"{_rate(b.lowest_miss, unit)}{width}"
     )
 
 
-def closing(ending: Ending, path: Path) -> str:
+def closing(ending: Ending, path: Path, unit: str = "/s") -> str:
     """The bracket found, the trials it took and why the search stopped."""
     b = ending.bracket
     width = "" if b.width is None else f" (width {b.width:.1%})"
     return (
-        f"edge: highest pass {_rate(b.highest_pass)}, lowest miss {_rate(b.lowest_miss)}{width} "
+        f"edge: highest pass {_rate(b.highest_pass, unit)}, lowest miss "
+        f"{_rate(b.lowest_miss, unit)}{width} "
         f"after {ending.trials} trial(s): {ending.message}; {path} (exit {ending.exit_code})"
     )

@@ -32,6 +32,14 @@ class Bounds:
     ttft_s: Decimal
     tpot_s: Decimal
     output_tokens: int
+    per_request: tuple[int, ...] | None = None
+    """A scheduled workload's output tokens, request by request (None: ``output_tokens``)."""
+
+    def expected(self, sequence: int) -> int:
+        """The output tokens request ``sequence`` must return to be good."""
+        if self.per_request is None:
+            return self.output_tokens
+        return self.per_request[sequence]
 
 
 @dataclass(slots=True)
@@ -88,7 +96,7 @@ def judge(outcome: Outcome, t0_ns: int, bounds: Bounds) -> RequestRecord:
         status == "completed"
         and first is not None
         and last is not None
-        and tokens == bounds.output_tokens
+        and tokens == bounds.expected(outcome.sequence)
         and within_ns(first - stream.send_ns, bounds.ttft_s)
         and tpot_within(last - first, tokens, bounds.tpot_s)
     )

@@ -1,9 +1,13 @@
 """``predict``: a trial's attainment and verdict from the fleet file, the profiles and the limits.
 
-Nothing is contacted (the settings a ``--frontend`` publishes are read by the command layer and
-handed in) and nothing of the simulator is used: the fleet runs in virtual time
-(``_vtime``) on the profiles' fits (``_model``), once or replicated with the profiles' own spread
-(``_rates``). No engine's decode batch may grow beyond the profiled decode concurrency.
+Nothing is contacted (the settings a ``--frontend`` publishes, and a ``--workload`` file, are read
+by the command layer and handed in) and nothing of the simulator is used: the fleet runs in virtual
+time (``_vtime``) on the profiles' fits (``_model``), once or replicated with the profiles' own
+spread (``_rates``). No engine's decode batch may grow beyond the profiled decode concurrency.
+
+A scheduled workload (``shape.scheduled``: its own due times and lengths) is predicted at
+``speedup`` (default 1, its own pace) instead of a rate, and ``find_max_rate`` searches the
+highest speedup predicted to pass (``_predict_schedule``).
 """
 
 from __future__ import annotations
@@ -17,11 +21,19 @@ from narwhal_trial._calibrate import calibrate
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._frontend import FrontendScheduler, profile_differences
 from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget, fleet_model
-from narwhal_trial._prediction import CalibrationDoc, Inputs, Prediction
+from narwhal_trial._predict_schedule import (
+    WorkloadFacts,
+    check_schedule_domain,
+    spread_shape,
+    workload_doc,
+)
+from narwhal_trial._prediction import Prediction
+from narwhal_trial._prediction_inputs import CalibrationDoc, Inputs
 from narwhal_trial._profile_domain import accepted_profile
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._rates import find_max_rate, predict_rate
 from narwhal_trial._vtime import TrialShape
+from narwhal_trial._workload_schedule import check_speedup
 
 #: ``--replications`` when not given: the pass probability to 1 %.
 DEFAULT_REPLICATIONS = 100
@@ -48,6 +60,21 @@ class PredictRequest:
     published: Mapping[str, FrontendScheduler] = field(default_factory=dict)
     """per engine iid, the settings ``frontend`` published (read by the command layer:
     ``_frontend_read.read_published``), ranked between --limits and the profiles"""
+    workload: WorkloadFacts | None = None
+    """``--workload``: the file ``shape`` came from (read by the command layer:
+    ``_predict_workload.workload_shape``)"""
+    speedup: float | None = None
+    """a scheduled shape's time axis divided by it (None: 1, its own pace); refused otherwise"""
+
+    @property
+    def pace(self) -> float | None:
+        """What the prediction runs at: ``rate``, or a scheduled shape's speedup (None with
+        ``find_max_rate`` alone)."""
+        if not self.shape.scheduled:
+            return self.rate
+        if self.speedup is None and self.find_max_rate:
+            return None
+        return 1.0 if self.speedup is None else self.speedup
 
 
 def load_model(req: PredictRequest) -> tuple[FleetModel, Inputs]:
@@ -59,7 +86,8 @@ def load_model(req: PredictRequest) -> tuple[FleetModel, Inputs]:
     except StoreError as exc:
         raise TrialUsageError(str(exc)) from exc
     published = req.published
-    model = fleet_model(fleet, store, limits, req.shape, published)
+    check_schedule_domain(fleet, store, req.shape)
+    model = fleet_model(fleet, store, limits, spread_shape(req.shape), published)
     differences = []
     for iid, settings in published.items():
         found = accepted_profile(store, fleet, iid)
@@ -86,14 +114,44 @@ def load_model(req: PredictRequest) -> tuple[FleetModel, Inputs]:
         engines=model.scheduling,
         frontend=req.frontend,
         frontend_differences=differences,
+        workload=None
+        if req.workload is None
+        else workload_doc(req.workload, req.shape, req.speedup or 1.0),
     )
     return model, inputs
 
 
-def predict(req: PredictRequest) -> Prediction:
-    """The whole ``predict`` document."""
+def _check_pace(req: PredictRequest) -> None:
+    """TrialUsageError unless the request's rate or speedup fits its shape."""
+    facts = req.workload
+    if facts is not None and (facts.source != "runbook") != req.shape.scheduled:
+        raise TrialUsageError(
+            f"workload {facts.path} is {facts.source}, but the shape is "
+            f"{'scheduled' if req.shape.scheduled else 'constant'}"
+        )
+    label = "the workload" if facts is None else f"workload {facts.path}"
+    if req.shape.scheduled:
+        if req.rate is not None:
+            raise TrialUsageError(
+                f"--rate cannot be used with {label}: its {req.shape.requests} requests keep "
+                "their own due times; use --speedup X to scale its time axis"
+            )
+        if req.speedup is not None:
+            check_speedup(req.speedup)
+        return
+    if req.speedup is not None:
+        raise TrialUsageError(
+            "--speedup applies to a scheduled workload (prepare --trace or --arrivals); "
+            + ("predict the runbook's" if facts is None else f"{label} is the runbook's")
+            + " at --rate"
+        )
     if req.rate is None and not req.find_max_rate:
         raise TrialUsageError("give --rate, --find-max-rate, or both")
+
+
+def predict(req: PredictRequest) -> Prediction:
+    """The whole ``predict`` document."""
+    _check_pace(req)
     if not 1 <= req.replications <= MAX_REPLICATIONS:
         raise TrialUsageError(
             f"--replications must be 1 to {MAX_REPLICATIONS}, got {req.replications}"
@@ -106,7 +164,7 @@ def predict(req: PredictRequest) -> Prediction:
         model, found = calibrate(
             model,
             str(req.calibrate),
-            req.shape,
+            req.shape.without_schedule(),
             apply=req.apply_calibration,
             replications=req.replications,
             seed=req.seed,
@@ -125,18 +183,16 @@ def predict(req: PredictRequest) -> Prediction:
             decode_factor=found.decode_factor,
             applied=found.applied,
         )
-    reps, seed = req.replications, req.seed
-    at_rate = (
-        None
-        if req.rate is None
-        else predict_rate(model, req.shape, req.target, req.rate, reps, seed)
-    )
+    reps, seed, pace = req.replications, req.seed, req.pace
+    at_rate = None if pace is None else predict_rate(model, req.shape, req.target, pace, reps, seed)
     search = None
     if req.find_max_rate:
-        search = find_max_rate(model, req.shape, req.target, req.rate or 1.0, reps, seed)
+        start = (req.speedup if req.shape.scheduled else req.rate) or 1.0
+        search = find_max_rate(model, req.shape, req.target, start, reps, seed)
         if at_rate is None and search.max_rate is None and search.limited_by == "profile domain":
+            what = "speedup" if req.shape.scheduled else "rate"
             raise OutsideDomainError(
-                f"no rate predicted within the profiled domain: {search.detail}"
+                f"no {what} predicted within the profiled domain: {search.detail}"
             )
     return Prediction(
         generator=f"narwhal-trial {dist_version('narwhal-trial')}",

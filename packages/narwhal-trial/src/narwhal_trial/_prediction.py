@@ -6,6 +6,16 @@ from typing import Final, Literal
 
 from pydantic import Field
 
+from narwhal_trial._prediction_inputs import CalibrationDoc as CalibrationDoc
+from narwhal_trial._prediction_inputs import EngineSettings as EngineSettings
+from narwhal_trial._prediction_inputs import Inputs as Inputs
+from narwhal_trial._prediction_schedule import (
+    PredictedBucket,
+    bucket_lines,
+    omitted_when_none,
+    pace_label,
+    workload_lines,
+)
 from narwhal_trial._records import AliasedDoc, Distribution
 
 PREDICTION_FORMAT: Final = "narwhal.trial.prediction"
@@ -37,9 +47,12 @@ class EngineUse(AliasedDoc):
 
 
 class RatePrediction(AliasedDoc):
-    """The predicted outcome of one trial at one rate."""
+    """The predicted outcome of one trial at one rate (a scheduled workload's: at one speedup)."""
 
-    rate: float
+    rate: float = Field(description="offered requests per second (a scheduled workload's mean)")
+    speedup: float | None = omitted_when_none(
+        "a scheduled workload: its time axis divided by this (absent for the runbook's)"
+    )
     replications: int = Field(description="1: the fits alone (deterministic)")
     good: int = Field(description="the median over replications")
     required_good: int
@@ -59,11 +72,16 @@ class RatePrediction(AliasedDoc):
     ttft_s: Distribution = Field(description="over the requests sent, in every replication")
     tpot_s: Distribution = Field(description="over the requests sent, in every replication")
     engines: list[EngineUse]
+    buckets: list[PredictedBucket] | None = omitted_when_none(
+        "a scheduled workload: the predicted attainment per power-of-two input-length bucket "
+        "(only those holding a request)"
+    )
 
 
 class EdgeBand(AliasedDoc):
-    """The edge as a band: the highest rates whose predicted probability of passing is at least
-    0.9, 0.5 and 0.1 (``pass_50`` is the highest passing rate as the trial would judge it)."""
+    """The edge as a band: the highest rates (a scheduled workload's: speedups) whose predicted
+    probability of passing is at least 0.9, 0.5 and 0.1 (``pass_50`` is the highest passing one as
+    the trial would judge it)."""
 
     pass_90: float | None = Field(description="null when no rate tried passes that often")
     pass_50: float | None
@@ -75,9 +93,20 @@ class EdgeBand(AliasedDoc):
 
 
 class RateSearch(AliasedDoc):
-    """``--find-max-rate``: the highest rate predicted to pass."""
+    """``--find-max-rate``: the highest rate predicted to pass (a scheduled workload's: the
+    highest speedup, ``axis`` speedup; ``tried`` and ``band`` are then speedups)."""
 
-    max_rate: float | None = Field(description="null when even the lowest rate tried misses")
+    max_rate: float | None = Field(
+        description="null when even the lowest rate tried misses (a scheduled workload: the mean "
+        "rate at max_speedup)"
+    )
+    max_speedup: float | None = omitted_when_none(
+        "a scheduled workload: the highest speedup predicted to pass (absent for the runbook's)"
+    )
+    axis: Literal["speedup"] | None = omitted_when_none(
+        "speedup: the search moved a scheduled workload's speedup, and tried, band and curve "
+        "hold speedups (absent: rates)"
+    )
     at_max: RatePrediction | None
     limited_by: Literal["target", "profile domain"] = Field(
         description="target: the next rate up misses; profile domain: the next rate up needs a "
@@ -86,87 +115,6 @@ class RateSearch(AliasedDoc):
     detail: str
     tried: list[tuple[float, str]] = Field(description="(rate, pass | miss | outside domain)")
     band: EdgeBand
-
-
-class EngineSettings(AliasedDoc):
-    """One engine's scheduler settings and prefill/decode mixing as the prediction used them."""
-
-    max_num_batched_tokens: int
-    max_num_batched_tokens_source: str = Field(
-        description="--max-num-batched-tokens, --limits, profile (from the engine or the limits "
-        "file it was measured with), or default"
-    )
-    chunked_prefill: bool
-    chunked_prefill_source: str
-    max_num_seqs: int | None = Field(description="null: no cap on running sequences")
-    max_num_seqs_source: str
-    mixing: Literal["measured", "assumed"] = Field(
-        description="measured: the profile's mixing fit; assumed: vLLM's chunked prefill (one "
-        "shared step, the prefill chunks' whole cost on the decodes)"
-    )
-    mixing_share: float = Field(description="of the prefill chunks' cost on a mixed step")
-    mixing_step_s: float = Field(description="added to a step holding decodes and chunks")
-    mixing_detail: str = Field(description="which model and why, in words")
-
-
-class CalibrationDoc(AliasedDoc):
-    """``--calibrate RUN``: the run against the prediction at its rate, and the correction."""
-
-    run: str = Field(description="the run folder")
-    rate: float
-    requests: int
-    input_tokens: int
-    output_tokens: int
-    measured_ttft_p50_s: float = Field(description="median TTFT of the run's completed requests")
-    measured_tpot_p50_s: float
-    predicted_ttft_p50_s: float = Field(description="the profiles' prediction at the run's rate")
-    predicted_tpot_p50_s: float
-    prefill_factor: float = Field(
-        description="on every engine's prefill fit, so the predicted median TTFT at the run's "
-        "rate equals the measured one (with decode_factor)"
-    )
-    decode_factor: float = Field(description="on every engine's decode fit and mixing step")
-    applied: bool = Field(
-        description="true: this prediction uses the corrected fits (--apply-calibration); "
-        "false: reported only, the prediction is the profiles' own"
-    )
-
-
-class Inputs(AliasedDoc):
-    """The files and settings the prediction used."""
-
-    fleet: str
-    fleet_sha256: str
-    profiles: str
-    profiles_sha256: str
-    limits: str | None
-    input_tokens: int
-    output_tokens: int
-    requests: int
-    max_in_flight: int
-    ttft_s: str
-    tpot_s: str
-    attainment: str
-    kv_transfer_s_per_token: float
-    max_num_batched_tokens: int | None = Field(
-        description="--max-num-batched-tokens (every engine); null: each engine's own (engines)"
-    )
-    replications: int
-    seed: int
-    spread: dict[str, str] = Field(description="per engine: the sidecar timings behind its spread")
-    engines: dict[str, EngineSettings] = Field(
-        description="per engine: the scheduler settings and the mixing model used, with sources"
-    )
-    frontend: str | None = Field(
-        default=None,
-        description="--frontend: the frontend whose published scheduler settings rank between "
-        "--limits and the profiles",
-    )
-    frontend_differences: list[str] = Field(
-        default_factory=list,
-        description="where the frontend's published settings differ from the profiles' (the "
-        "profiles were measured under other settings)",
-    )
 
 
 class Prediction(AliasedDoc):
@@ -183,8 +131,8 @@ class Prediction(AliasedDoc):
     search: RateSearch | None = Field(description="with --find-max-rate")
 
 
-def _rate(value: float | None) -> str:
-    return "none" if value is None else f"{value:.4g}/s"
+def _rate(value: float | None, unit: str = "/s") -> str:
+    return "none" if value is None else f"{value:.4g}{unit}"
 
 
 def _ms(value: float | None) -> str:
@@ -205,7 +153,8 @@ def rate_lines(p: RatePrediction) -> list[str]:
             "invalid"
         )
     lines = [
-        f"rate {p.rate:g}/s: predicted {p.good} good (need {p.required_good}), attainment "
+        f"{pace_label(p.rate, p.speedup)}: predicted {p.good} good (need {p.required_good}), "
+        "attainment "
         f"{p.attainment:.3f} [{lo:.3f}, {hi:.3f}] -> {verdict}",
         f"  TTFT p50 {_ms(p.ttft_s.p50)} p99 {_ms(p.ttft_s.p99)} max {_ms(p.ttft_s.max)}; "
         f"TPOT p50 {_ms(p.tpot_s.p50)} p99 {_ms(p.tpot_s.p99)} max {_ms(p.tpot_s.max)}",
@@ -216,6 +165,8 @@ def rate_lines(p: RatePrediction) -> list[str]:
             f"  {e.iid} ({e.role}, device {e.device}): served {e.served}, prefilled "
             f"{e.prefilled}, decode batch up to {e.max_decoding} (profiled {dom})"
         )
+    if p.buckets is not None:
+        lines += bucket_lines(p.buckets)
     return lines
 
 
@@ -228,10 +179,17 @@ def render_text(doc: Prediction) -> str:
         else f"{i.replications} replications (seed {i.seed}) of the profiles' spread, "
         "median attainment [5th, 95th percentile]"
     )
+    w = i.workload
+    shape = (
+        f"{i.requests} requests of {i.input_tokens} in / {i.output_tokens} out"
+        if w is None or w.source == "runbook"
+        else f"{i.requests} requests of their own lengths (longest {i.input_tokens} in / "
+        f"{i.output_tokens} out)"
+    )
     lines = [
-        f"predicted from {i.profiles} for {i.requests} requests of {i.input_tokens} in / "
-        f"{i.output_tokens} out, TTFT ≤ {i.ttft_s} s, TPOT ≤ {i.tpot_s} s, attainment "
-        f"{i.attainment}",
+        f"predicted from {i.profiles} for {shape}, TTFT ≤ {i.ttft_s} s, TPOT ≤ {i.tpot_s} s, "
+        f"attainment {i.attainment}",
+        *([] if w is None else workload_lines(w)),
         f"model: {how}",
     ]
     for iid, e in i.engines.items():
@@ -257,18 +215,23 @@ def render_text(doc: Prediction) -> str:
         lines += rate_lines(doc.prediction)
     if doc.search is not None:
         s = doc.search
+        axis, unit = ("speedup", "x") if s.axis == "speedup" else ("rate", "/s")
         if s.max_rate is None:
-            lines.append(f"highest passing rate: none found ({s.detail})")
+            lines.append(f"highest passing {axis}: none found ({s.detail})")
         else:
+            best = (
+                f"{s.max_rate:g}/s"
+                if s.max_speedup is None
+                else f"{s.max_speedup:g}x (mean {s.max_rate:.4g}/s)"
+            )
             lines.append(
-                f"highest passing rate: {s.max_rate:g}/s (limited by the {s.limited_by}: "
-                f"{s.detail})"
+                f"highest passing {axis}: {best} (limited by the {s.limited_by}: {s.detail})"
             )
             b = s.band
             if b.replications > 1:
                 lines.append(
-                    f"edge band: pass probability ≥ 0.9 up to {_rate(b.pass_90)}, ≥ 0.5 up to "
-                    f"{_rate(b.pass_50)}, ≥ 0.1 up to {_rate(b.pass_10)}"
+                    f"edge band: pass probability ≥ 0.9 up to {_rate(b.pass_90, unit)}, ≥ 0.5 "
+                    f"up to {_rate(b.pass_50, unit)}, ≥ 0.1 up to {_rate(b.pass_10, unit)}"
                 )
             if s.at_max is not None:
                 lines += rate_lines(s.at_max)

@@ -18,8 +18,11 @@ from narwhal_engine_client import (
 from narwhal_trial._errors import PrepareError, TrialError, WorkloadError
 from narwhal_trial._frontend_read import read_frontend_scheduler
 from narwhal_trial._local_tokenizer import LocalTokenizer
+from narwhal_trial._prepare_schedule import ScheduleSource
 from narwhal_trial._seed_text import SEED_PROMPT, SEED_PROMPT_NAME
 from narwhal_trial._workload import (
+    BLOCK_SAMPLER,
+    SAMPLER,
     MaxModelLenSource,
     Sampling,
     SeedPrompt,
@@ -257,17 +260,25 @@ async def build_workload(
     model: str | None = None,
     max_model_len: int | None = None,
     tokenizer: LocalTokenizer | None = None,
+    schedule_source: ScheduleSource | None = None,
 ) -> Workload:
     """Query the served model and its limit (``max_model_len``: ``--max-model-len``), complete
     the seed prompt (re-tokenized by ``tokenizer`` when the server gives no ids), and return the
-    workload."""
+    workload. With ``schedule_source`` (a trace's window or synthetic draws) the workload holds
+    each request's schedule and lengths, fitted to the limit; ``input_tokens`` and
+    ``output_tokens`` are then ignored (the longest request's are recorded)."""
     card, limit, limit_source = await fitting_model(
         client,
         model,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
+        input_tokens=1 if schedule_source is not None else input_tokens,
+        output_tokens=1 if schedule_source is not None else output_tokens,
         max_model_len=max_model_len,
     )
+    schedule = None
+    if schedule_source is not None:
+        schedule = schedule_source.schedule(limit, _SOURCES[limit_source])
+        k = schedule.longest()
+        input_tokens, output_tokens = schedule.input_tokens[k], schedule.output_tokens[k]
     try:
         version: str | None = await client.version()
     except EngineClientError:
@@ -294,6 +305,8 @@ async def build_workload(
         tokenizer=None
         if source != "tokenizer" or tokenizer is None
         else TokenizerFile(path=str(tokenizer.path.absolute()), sha256=tokenizer.sha256),
+        sampler=SAMPLER if schedule is None else BLOCK_SAMPLER,
+        schedule=schedule,
     )
 
 

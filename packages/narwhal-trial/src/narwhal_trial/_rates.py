@@ -1,12 +1,17 @@
 """One predicted rate, and the search for the edge: the virtual fleet run once (deterministic) or
-replicated with the profiles' spread (Monte Carlo, docs/design.md §11)."""
+replicated with the profiles' spread (Monte Carlo, docs/design.md §11).
+
+A scheduled workload's shape moves on its speedup instead (its offsets divided by it): the
+``rate`` of these functions is then the speedup, the predictions report its mean rate beside it
+with the attainment per input-length bucket, and the search stops at ``MAX_SPEEDUP``.
+"""
 
 from __future__ import annotations
 
-import math
-from typing import Literal
+from typing import Any, Literal
 
 from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget
+from narwhal_trial._predict_buckets import good_requests, nearest_rank, predicted_buckets
 from narwhal_trial._prediction import (
     AttainmentInterval,
     EdgeBand,
@@ -17,6 +22,7 @@ from narwhal_trial._prediction import (
 from narwhal_trial._records import Distribution
 from narwhal_trial._stats import distribution, required_good
 from narwhal_trial._vtime import SimulatedOutcome, TrialShape, simulate
+from narwhal_trial._workload_schedule import MAX_SPEEDUP
 
 _SEARCH_PRECISION = 0.01  # stop bisecting when the bracket is within 1 %
 _SEARCH_STEPS = 40
@@ -57,12 +63,20 @@ def _beyond(model: FleetModel, outcomes: list[SimulatedOutcome]) -> list[str]:
     return out
 
 
-def _check_batch(model: FleetModel, outcomes: list[SimulatedOutcome], rate: float) -> None:
+def _at(shape: TrialShape, pace: float, precision: str = "g") -> str:
+    """``2 request/s``, or a scheduled shape's ``speedup 2x``."""
+    return f"speedup {pace:{precision}}x" if shape.scheduled else f"{pace:{precision}} request/s"
+
+
+def _check_batch(
+    model: FleetModel, outcomes: list[SimulatedOutcome], shape: TrialShape, rate: float
+) -> None:
     beyond = _beyond(model, outcomes)
     if beyond:
+        what = "speedup" if shape.scheduled else "rate"
         raise OutsideDomainError(
-            f"at {rate:g} request/s " + "; ".join(beyond) + ": profile with a larger "
-            "--decode-concurrency (or give --limits) before predicting this rate"
+            f"at {_at(shape, rate)} " + "; ".join(beyond) + ": profile with a larger "
+            f"--decode-concurrency (or give --limits) before predicting this {what}"
         )
 
 
@@ -79,11 +93,6 @@ def outcomes(
     ]
 
 
-def _rank(values: list[int], q: float) -> int:
-    """The nearest-rank ``q`` quantile of sorted ``values``."""
-    return values[max(0, math.ceil(q * len(values)) - 1)]
-
-
 def predict_rate(
     model: FleetModel,
     shape: TrialShape,
@@ -96,30 +105,40 @@ def predict_rate(
 
     One replication: the fits alone, with the fit-residual interval. More: the median good count,
     its 5-95 % range, the share of replications that pass, percentiles over every replication.
+    A scheduled shape's ``rate`` is its speedup (see the module's docstring).
     """
     runs = outcomes(model, shape, rate, replications, seed)
-    _check_batch(model, runs, rate)
+    _check_batch(model, runs, shape, rate)
     n = shape.requests
     need = required_good(target.attainment, n)
     goods = sorted(_good(o, target) for o in runs)
+    ends: tuple[set[int], set[int]] | None = None
     if replications == 1:
         good = goods[0]
-        slow = _good(simulate(model.scaled(+1), shape, rate), target)
-        fast = _good(simulate(model.scaled(-1), shape, rate), target)
+        slow_run = simulate(model.scaled(+1), shape, rate)
+        fast_run = simulate(model.scaled(-1), shape, rate)
+        slow, fast = _good(slow_run, target), _good(fast_run, target)
         low, high = min(slow, good), max(fast, good)
         interval = AttainmentInterval(method="fit-residuals", low=low / n, high=high / n)
         probability = 1.0 if good >= need else 0.0
+        if shape.scheduled:
+            ends = (good_requests(slow_run, target), good_requests(fast_run, target))
     else:
-        good = _rank(goods, 0.5)
-        low, high = _rank(goods, 0.05), _rank(goods, 0.95)
+        good = nearest_rank(goods, 0.5)
+        low, high = nearest_rank(goods, 0.05), nearest_rank(goods, 0.95)
         interval = AttainmentInterval(method="monte-carlo", low=low / n, high=high / n)
         probability = sum(1 for g in goods if g >= need) / replications
     first = runs[0]
     roles = {m.iid: m for m in model.engines}
-    verdict: dict[str, bool] = {"pass": probability >= 0.5}
+    verdict: dict[str, Any] = {"pass": probability >= 0.5}
+    if shape.scheduled:
+        verdict["speedup"] = rate
+        verdict["buckets"] = predicted_buckets(
+            shape.input_lengths(), [good_requests(o, target) for o in runs], ends
+        )
     return RatePrediction(
         **verdict,
-        rate=rate,
+        rate=shape.mean_rate(rate),
         replications=replications,
         good=good,
         required_good=need,
@@ -183,18 +202,27 @@ class _Judge:
         return (max(above) if above else None), hi
 
 
-def _crossing(judge: _Judge, level: float, start: float) -> float | None:
+def _crossing(
+    judge: _Judge, level: float, start: float, ceiling: float | None = None
+) -> float | None:
     """The highest rate whose pass probability is at least ``level`` (to 1 %): double or halve
-    from what was seen to bracket it, then bisect. Assumes the probability falls with rate."""
+    from what was seen to bracket it, then bisect. Assumes the probability falls with rate.
+    Doubling stops at ``ceiling`` (None: none)."""
     judge(start)
     lo, hi = judge.bracket(level)
     halvings = 0
     for _ in range(_SEARCH_STEPS):
         if (lo is not None and hi is not None) or halvings >= _HALVINGS:
             break
+        if lo is not None and ceiling is not None and lo >= ceiling:
+            break
         if lo is None:
             halvings += 1
-        rate = lo * 2 if lo is not None else (hi or start) / 2
+        rate = (
+            (lo * 2 if ceiling is None else min(lo * 2, ceiling))
+            if lo is not None
+            else (hi or start) / 2
+        )
         judge(rate)
         lo, hi = judge.bracket(level)
     if lo is None:
@@ -216,9 +244,11 @@ def find_max_rate(
 ) -> RateSearch:
     """The highest rate predicted to pass (pass probability ≥ 0.5), and the band where the pass
     probability crosses 0.9 and 0.1: double (or halve) from ``start`` to bracket each crossing,
-    then bisect to within 1 %. Assumes a passing rate's lower rates pass at least as often."""
+    then bisect to within 1 %. Assumes a passing rate's lower rates pass at least as often.
+    A scheduled shape's search moves its speedup (``start`` the first), up to ``MAX_SPEEDUP``."""
     judge = _Judge(model, shape, target, replications, seed)
-    crossing = {level: _crossing(judge, level, start) for level in (0.5, 0.9, 0.1)}
+    ceiling = MAX_SPEEDUP if shape.scheduled else None
+    crossing = {level: _crossing(judge, level, start, ceiling) for level in (0.5, 0.9, 0.1)}
     lo = crossing[0.5]
     band = EdgeBand(
         pass_90=crossing[0.9],
@@ -232,25 +262,32 @@ def find_max_rate(
     limited: Literal["target", "profile domain"] = (
         "target" if hi_state == "miss" else "profile domain"
     )
+    axis: dict[str, Any] = {"axis": "speedup"} if shape.scheduled else {}
     if lo is None:
         rate = min(judge.seen)
         state = "outside domain" if judge.seen[rate] is None else "miss"
         return RateSearch(
+            **axis,
             max_rate=None,
             at_max=None,
             limited_by="target" if state == "miss" else "profile domain",
-            detail=f"{rate:g} request/s is already {state}",
+            detail=f"{_at(shape, rate)} is already {state}",
             tried=judge.tried,
             band=band,
         )
-    detail = (
-        f"{hi:.4g} request/s is predicted to "
-        + ("miss" if hi_state == "miss" else "need a decode batch beyond the profiled concurrency")
-        if hi is not None
-        else "no rate above it was reached"
-    )
+    if hi is not None:
+        detail = f"{_at(shape, hi, '.4g')} is predicted to " + (
+            "miss" if hi_state == "miss" else "need a decode batch beyond the profiled concurrency"
+        )
+    elif ceiling is not None and lo >= ceiling:
+        detail = f"--speedup is at most {ceiling:g}"
+    else:
+        detail = f"no {'speedup' if shape.scheduled else 'rate'} above it was reached"
+    if shape.scheduled:
+        axis["max_speedup"] = lo
     return RateSearch(
-        max_rate=lo,
+        **axis,
+        max_rate=shape.mean_rate(lo),
         at_max=predict_rate(model, shape, target, lo, replications, seed),
         limited_by=limited,
         detail=detail,

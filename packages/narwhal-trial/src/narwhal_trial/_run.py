@@ -31,13 +31,15 @@ from narwhal_trial._prepare import fitting_model
 from narwhal_trial._probe import probe_request_fields
 from narwhal_trial._progress import RunProgress
 from narwhal_trial._records import LaunchRecordCopy, MissReason, Summary
+from narwhal_trial._replay import check_timing
 from narwhal_trial._schedule import Clock, ScheduleLimits, due_offsets_ns, pace
+from narwhal_trial._schedule_view import schedule_view
 from narwhal_trial._server_report import SpanInputs, write_server_view
 from narwhal_trial._server_watch import ServerWatch, server_targets
 from narwhal_trial._settings import RUN_FILES, RunSettings, receiver_address
 from narwhal_trial._spans_join import wait_for_spans
 from narwhal_trial._summary import RunFacts, summarize
-from narwhal_trial._workload import LoadedWorkload, load_workload, request_body
+from narwhal_trial._workload import LoadedWorkload, load_workload, request_body, sampler_of
 from narwhal_trial._writer import RecordWriter
 
 T = TypeVar("T")
@@ -69,6 +71,7 @@ def run_trial(settings: RunSettings, *, clock: Clock = time.perf_counter_ns) -> 
     """
     settings.validate()
     loaded = load_workload(settings.workload_path)
+    check_timing(loaded.workload, f"workload {settings.workload_path}", settings)
     records = read_launch_records(settings.launch_records)
     refuse_caching_on(records)
     targets = (
@@ -101,7 +104,12 @@ class _Trial:
         self.warmup_id = f"{self.run_id}-warmup"
         self.ids = [f"{self.run_id}-{n:06d}" for n in range(settings.requests)]
         self.limits = ScheduleLimits(settings.max_in_flight, round(settings.max_lag_s * 1e9))
-        self.offsets = due_offsets_ns(settings.requests, settings.rate)
+        schedule = self.workload.schedule
+        self.offsets = (
+            due_offsets_ns(settings.requests, settings.rate)
+            if schedule is None
+            else schedule.offsets_ns(settings.speedup or 1.0)
+        )
         self.facts = RunFacts(
             run_id=self.run_id,
             requests=settings.requests,
@@ -109,7 +117,12 @@ class _Trial:
             attainment=settings.attainment,
             max_lag_s=settings.max_lag_s,
         )
-        self.bounds = Bounds(settings.ttft_s, settings.tpot_s, self.workload.output_tokens)
+        self.bounds = Bounds(
+            settings.ttft_s,
+            settings.tpot_s,
+            self.workload.output_tokens,
+            None if schedule is None else tuple(schedule.output_tokens),
+        )
         self.keys = settings.api_keys()
         self.t0 = 0
         self.in_flight = 0  # offers written to the wire and not finished
@@ -161,7 +174,7 @@ class _Trial:
             self.writer.close()
         if self.writer.error is not None and self.facts.error is None:
             self.facts.error = f"cannot write requests.jsonl: {self.writer.error}"
-        summary = summarize(self.writer.records, self.facts)
+        summary = self._summarize()
         if self.watch is not None and self.watch.last:
             try:
                 summary = write_server_view(
@@ -183,7 +196,7 @@ class _Trial:
             except OSError as exc:  # the verdict stands; the summary says what was not written
                 if self.facts.error is None:
                     self.facts.error = f"cannot write the server view in {out}: {exc}"
-                summary = summarize(self.writer.records, self.facts)
+                summary = self._summarize()
         try:
             atomic_write(
                 out / "summary.json",
@@ -199,6 +212,14 @@ class _Trial:
         except OSError as exc:
             raise TrialError(f"cannot write {out / 'summary.json'}: {exc}") from exc
         return summary
+
+    def _summarize(self) -> Summary:
+        summary = summarize(self.writer.records, self.facts)
+        sched = self.workload.schedule
+        if sched is None:
+            return summary
+        view = schedule_view(sched, self.settings.speedup or 1.0, self.writer.records)
+        return summary.model_copy(update={"schedule": view})
 
     # -- the asynchronous phases --
     async def _main(self) -> None:
@@ -293,8 +314,9 @@ class _Trial:
                 file=sys.stderr,
                 flush=True,
             )
-        self.bodies = [request_body(w, n, fields) for n in range(self.settings.requests)]
-        self.warm_body = request_body(w, self.settings.requests, fields)
+        sampler = sampler_of(w)  # one for the run: a trace's shared blocks are drawn once
+        self.bodies = [request_body(w, n, fields, sampler) for n in range(self.settings.requests)]
+        self.warm_body = request_body(w, self.settings.requests, fields, sampler)
         warm = await client.stream_completion(
             self.warm_body, request_id=self.warmup_id, timeout_s=self.settings.request_timeout_s
         )
@@ -353,9 +375,15 @@ class _Trial:
                     self.warmup_id,
                     self.settings.otlp_wait_s,
                     roles=self.watch.roles() if self.watch is not None else {},
-                    output_tokens=self.workload.output_tokens,
+                    output_tokens=self._expected_tokens(),
                 )
             )
+
+    def _expected_tokens(self) -> int | dict[str, int]:
+        sched = self.workload.schedule
+        if sched is None:
+            return self.workload.output_tokens
+        return dict(zip(self.ids, sched.output_tokens, strict=True))
 
     async def _offer_all(self) -> None:
         monitor = LoopLagMonitor(self.clock)

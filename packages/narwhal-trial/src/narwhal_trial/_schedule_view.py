@@ -129,3 +129,15 @@ def schedule_view(
         output_lengths=_histogram(schedule.output_tokens),
         densest_second=_densest(due, records),
     )
+
+
+def schedule_lines(view: ScheduleView) -> list[str]:
+    """A few lines for ``run``'s stdout: the densest second and attainment per bucket."""
+    d = view.densest_second
+    lag = "n/a" if d.max_lag_s is None else f"{d.max_lag_s * 1000:.1f} ms"
+    buckets = ", ".join(f"[{b.low}, {b.high}) {b.good}/{b.requests}" for b in view.buckets)
+    return [
+        f"densest second at {d.start_s:.3f} s: {d.requests} requests, max lag {lag}, "
+        f"misses {d.misses}",
+        f"good by input tokens: {buckets}",
+    ]

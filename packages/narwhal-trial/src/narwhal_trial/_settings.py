@@ -107,6 +107,8 @@ class RunSettings:
     """``--otlp-receiver HOST:PORT``: receive the engines' trace spans during the run"""
     otlp_wait_s: float = 15.0
     """``--otlp-wait``: how long after the last stream to wait for the last spans"""
+    speedup: float | None = None
+    """``--speedup``: a scheduled workload's time axis divided by it (None: the runbook's)"""
 
     def validate(self) -> None:
         """Raise TrialUsageError (exit 1, before anything is touched) for a value the run cannot
@@ -231,4 +233,6 @@ class RunSettings:
             "server_metrics": self.server_metrics,
             "otlp_receiver": self.otlp_receiver,
             "otlp_wait": self.otlp_wait_s,
+            # only a scheduled workload's run has it: the runbook's manifest is unchanged
+            **({} if self.speedup is None else {"speedup": self.speedup}),
         }

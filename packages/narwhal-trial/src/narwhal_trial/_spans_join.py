@@ -101,16 +101,24 @@ async def wait_for_spans(
     timeout_s: float,
     *,
     roles: Mapping[str, str | None],
-    output_tokens: int,
+    output_tokens: int | Mapping[str, int],
 ) -> float:
     """Wait until every id in ``wanted`` has its serving span (a split request's prefill half
-    alone is not enough), or ``timeout_s``; the seconds waited."""
+    alone is not enough), or ``timeout_s``; the seconds waited. ``output_tokens``: every
+    request's, or each id's (a scheduled workload)."""
     start = time.monotonic()
     ids = sorted(wanted)
     while wanted:
         by_id = join(read_spans(path), ids, warmup_id).by_id
         done = {
-            i for i, spans in by_id.items() if any(serving(s, roles, output_tokens) for s in spans)
+            i
+            for i, spans in by_id.items()
+            if any(
+                serving(
+                    s, roles, output_tokens if isinstance(output_tokens, int) else output_tokens[i]
+                )
+                for s in spans
+            )
         }
         if wanted <= done or time.monotonic() - start >= timeout_s:
             break

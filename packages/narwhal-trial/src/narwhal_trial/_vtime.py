@@ -1,6 +1,9 @@
 """The predictor's virtual-time fleet: the router policy, queued prefill, batched decode.
 
-Everything runs on a virtual clock from the profiles' fits; nothing is contacted. Per engine:
+Everything runs on a virtual clock from the profiles' fits; nothing is contacted. The offers:
+the runbook's at ``k / rate``, all of one shape; a scheduled workload's at its own offsets divided
+by the speedup, each request with its own lengths (its own prefill, its TPOT over its own output
+tokens). Per engine:
 
 - The prefill fit ``ttft(L) = a + b·L + c·L²`` and the decode fit
   ``tpot(n, ctx) = d0 + d1·n + d2·n·ctx`` split into what occupies the GPU and what does not: a
@@ -39,8 +42,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
 from narwhal_trial._spread import EngineReplica, Replica
+from narwhal_trial._trial_shape import TrialShape as TrialShape  # also imported from here
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's per-step token budget when none is given
 
@@ -63,21 +66,6 @@ class EngineModel:
     chunked: bool = True  # chunked prefill (off: whole prompts)
     share: float = 1.0  # of the prefill chunks' cost that lands on the step's decodes
     step_s: float = 0.0  # added to a step that holds both decodes and prefill chunks
-
-
-@dataclass(frozen=True, slots=True)
-class TrialShape:
-    """The trial's shape and the two settings no profile holds."""
-
-    input_tokens: int
-    output_tokens: int
-    requests: int
-    kv_transfer_s_per_token: float = 0.0
-    # every engine's per-step budget, over the profiles' (None: each engine's own); applied when
-    # the fleet model is built (``_model.fleet_model``): ``simulate`` takes each EngineModel's
-    max_num_batched_tokens: int | None = None
-    # the client's cap: an offer due beyond it is never sent
-    max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT
 
 
 @dataclass(slots=True, eq=False)
@@ -116,7 +104,8 @@ class _Device:
 @dataclass(frozen=True, slots=True)
 class SimulatedOutcome:
     """Client-side times (seconds) of the requests sent, the offers the client's in-flight cap
-    kept back (never sent, never good), and what each engine saw."""
+    kept back (never sent, never good), what each engine saw, and which requests the times are
+    (``sent[i]`` is the request of ``ttft[i]`` and ``tpot[i]``)."""
 
     ttft: list[float]
     tpot: list[float]
@@ -124,13 +113,15 @@ class SimulatedOutcome:
     served_by: dict[str, int]
     prefilled_by: dict[str, int]
     max_decoding: dict[str, int]
+    sent: list[int] = field(default_factory=list)
 
 
 def simulate(
     engines: list[EngineModel], shape: TrialShape, rate: float, replica: Replica | None = None
 ) -> SimulatedOutcome:
-    """Offer ``shape.requests`` requests at ``n / rate`` to an idle fleet; run until all end.
-    ``replica``: one Monte Carlo replication's spread (None: the fits alone)."""
+    """Offer ``shape.requests`` requests at ``n / rate`` to an idle fleet (a scheduled shape's:
+    at its offsets divided by ``rate``, the speedup, each with its own lengths); run until all
+    end. ``replica``: one Monte Carlo replication's spread (None: the fits alone)."""
     spreads = {} if replica is None else replica.engines
     state = [_Engine(m, max(0.0, m.a - m.d0), spreads.get(m.iid)) for m in engines]
     devices: dict[str, _Device] = {}
@@ -139,7 +130,8 @@ def simulate(
     serving = [e for e in state if e.model.role in ("mixed", "decode")] or state
     prefillers = [e for e in state if e.model.role == "prefill"]
     n_req = shape.requests
-    arrival = [k / rate for k in range(n_req)]
+    arrival = shape.arrivals(rate)
+    ins, outs = shape.input_lengths(), shape.output_lengths()
     first = [0.0] * n_req
     last = [0.0] * n_req
     route: list[tuple[_Engine, _Engine | None] | None] = []
@@ -158,7 +150,7 @@ def simulate(
                 t = cand
         for dev in devices.values():  # commit steps ending now
             if dev.end is not None and dev.end <= t:
-                ended += _commit(dev, dev.end, shape, first, last, route)
+                ended += _commit(dev, dev.end, shape, outs, first, last, route)
                 dev.end = None
         while nxt < n_req and arrival[nxt] <= t:  # the client, then the router
             if cap is not None and nxt - missed - ended >= cap:
@@ -179,14 +171,14 @@ def simulate(
             host = target if pre is None else pre
             f, wait = 1.0, host.delay
             if host.spread is not None and replica is not None:
-                f = host.spread.prefill_level(shape.input_tokens)
+                f = host.spread.prefill_level(ins[nxt])
                 wait = max(0.0, wait * f + host.spread.ttft_noise(replica.draws(nxt)[0]))
             if pre is None:
-                seq = _Seq(nxt, shape.input_tokens, shape.output_tokens, at + wait)
+                seq = _Seq(nxt, ins[nxt], outs[nxt], at + wait)
             else:
                 pre.resident += 1
                 prefilled[pre.model.iid] += 1
-                seq = _Seq(nxt, shape.input_tokens, 1, at + wait)
+                seq = _Seq(nxt, ins[nxt], 1, at + wait)
             seq.factor = f
             _enqueue(host.waiting, seq)
             nxt += 1
@@ -195,17 +187,16 @@ def simulate(
                 _plan(dev, t)
     sent = [k for k in range(n_req) if route[k] is not None]
     ttft = [first[k] - arrival[k] for k in sent]
-    out = shape.output_tokens
-    tpot = [(last[k] - first[k]) / (out - 1) if out > 1 else 0.0 for k in sent]
-    if replica is not None and out > 1:
+    tpot = [(last[k] - first[k]) / (outs[k] - 1) if outs[k] > 1 else 0.0 for k in sent]
+    if replica is not None:
         for i, k in enumerate(sent):
             routed = route[k]
             assert routed is not None
             spread = routed[0].spread
-            if spread is not None:
+            if spread is not None and outs[k] > 1:
                 tpot[i] = max(0.0, tpot[i] + spread.tpot_noise(replica.draws(k)[1]))
     decoding = {e.model.iid: e.max_decoding for e in state}
-    return SimulatedOutcome(ttft, tpot, missed, served, prefilled, decoding)
+    return SimulatedOutcome(ttft, tpot, missed, served, prefilled, decoding, sent)
 
 
 def _enqueue(waiting: deque[_Seq], seq: _Seq) -> None:
@@ -270,6 +261,7 @@ def _commit(
     dev: _Device,
     now: float,
     shape: TrialShape,
+    outs: list[int],
     first: list[float],
     last: list[float],
     route: list[tuple[_Engine, _Engine | None] | None],
@@ -298,7 +290,7 @@ def _commit(
             target, pre = routed
             if pre is e:  # the prefill half: hand the KV to the decode engine
                 ready = now + shape.kv_transfer_s_per_token * s.prompt + target.delay
-                seq = _Seq(s.req, s.prompt, shape.output_tokens, ready, computed=s.prompt - 1)
+                seq = _Seq(s.req, s.prompt, outs[s.req], ready, computed=s.prompt - 1)
                 target.waiting.append(seq)
                 continue
             first[s.req] = s.first

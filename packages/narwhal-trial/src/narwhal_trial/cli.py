@@ -30,6 +30,9 @@ from narwhal_trial._commands import (
 from narwhal_trial._errors import TrialError, TrialUsageError
 from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import DEFAULT_REPLICATIONS, MAX_REPLICATIONS, PredictRequest
+from narwhal_trial._predict_workload import workload_shape
+from narwhal_trial._prepare_schedule import ScheduleOptions
+from narwhal_trial._replay import run_timing
 from narwhal_trial._run import run_trial
 from narwhal_trial._run_options import (
     DRAIN_TIMEOUT_DEFAULT_S,
@@ -58,6 +61,22 @@ from narwhal_trial._run_options import (
     run_settings,
 )
 from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
+from narwhal_trial._schedule_options import (
+    ArrivalsOpt,
+    BlockTokensOpt,
+    BurstinessOpt,
+    ClipOpt,
+    DurationOpt,
+    InputLengthsOpt,
+    LimitOpt,
+    OutputLengthsOpt,
+    RateOpt,
+    RequestsOpt,
+    SpeedupOpt,
+    StartOpt,
+    TraceFormatOpt,
+    TraceOpt,
+)
 from narwhal_trial._settings import MAX_RATE, MAX_REQUESTS
 from narwhal_trial._stats import parse_fraction, parse_seconds
 from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS, TrialShape
@@ -92,12 +111,22 @@ def _app() -> typer.Typer:
 def prepare(
     ctx: typer.Context,
     base: BaseOpt,
-    input_tokens: Annotated[int, typer.Option("--input-tokens", min=1, help="Prompt tokens.")],
-    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens.")],
     seed: Annotated[
         int, typer.Option("--seed", min=0, help="Sampler seed; request n uses seed + n.")
     ],
     out: Annotated[Path, typer.Option("--out", help="New folder for workload.json.")],
+    input_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--input-tokens", min=1, help="Prompt tokens of every request (the runbook: 8192)."
+        ),
+    ] = None,
+    output_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--output-tokens", min=1, help="Output tokens of every request (the runbook: 128)."
+        ),
+    ] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Served model (default: the only one).")
     ] = None,
@@ -114,8 +143,27 @@ def prepare(
             "(pip install 'narwhal-trial[tokenizer]').",
         ),
     ] = None,
+    trace: TraceOpt = None,
+    trace_format: TraceFormatOpt = None,
+    start: StartOpt = None,
+    duration: DurationOpt = None,
+    limit: LimitOpt = None,
+    block_tokens: BlockTokensOpt = None,
+    clip_to_model: ClipOpt = False,
+    arrivals: ArrivalsOpt = None,
+    burstiness: BurstinessOpt = None,
+    rate: RateOpt = None,
+    requests: RequestsOpt = None,
+    input_lengths: InputLengthsOpt = None,
+    output_lengths: OutputLengthsOpt = None,
 ) -> None:
     """Query the served model, complete the seed prompt, write OUT/workload.json.
+
+    The runbook's workload: --input-tokens 8192 --output-tokens 128, run at a --rate. A scheduled
+    workload instead holds each request's due time and lengths: a production trace's window
+    (--trace FILE, with --start/--duration/--limit) or synthetic draws (--arrivals poisson --rate
+    R --requests N, lengths fixed or --input-lengths/--output-lengths SPEC); run replays it with
+    --speedup.
 
     Best pointed at an engine: the workload then runs against any router serving the same model.
     Through a frontend whose workers serve no HTTP (NVIDIA Dynamo), give --tokenizer and, when
@@ -133,6 +181,21 @@ def prepare(
             api_key_env=api_key_env,
             max_model_len=max_model_len,
             tokenizer=tokenizer,
+            schedule=ScheduleOptions(
+                trace=trace,
+                trace_format=trace_format,
+                start_s=start,
+                duration_s=duration,
+                limit=limit,
+                block_tokens=block_tokens,
+                clip_to_model=clip_to_model,
+                arrivals=arrivals,
+                burstiness=burstiness,
+                rate=rate,
+                requests=requests,
+                input_lengths=input_lengths,
+                output_lengths=output_lengths,
+            ),
         )
     except TrialError as exc:
         raise typer.Exit(fail(inv.prog, exc)) from exc
@@ -145,20 +208,27 @@ def run(
     ctx: typer.Context,
     base: BaseOpt,
     workload: WorkloadOpt,
-    rate: Annotated[
-        float, typer.Option("--rate", help=f"Offered requests per second (at most {MAX_RATE:g}).")
-    ],
-    requests: Annotated[
-        int,
-        typer.Option(
-            "--requests",
-            help=f"Offers, 1 to {MAX_REQUESTS} within a day; all count in the denominator.",
-        ),
-    ],
     ttft: TtftOpt,
     tpot: TpotOpt,
     attainment: AttainmentOpt,
     out: Annotated[Path, typer.Option("--out", help="New private folder for the run's records.")],
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            "--rate",
+            help=f"Offered requests per second (at most {MAX_RATE:g}); the runbook's workload "
+            "only.",
+        ),
+    ] = None,
+    requests: Annotated[
+        int | None,
+        typer.Option(
+            "--requests",
+            help=f"Offers, 1 to {MAX_REQUESTS} within a day; all count in the denominator. The "
+            "runbook's workload only: a scheduled one holds its requests.",
+        ),
+    ] = None,
+    speedup: SpeedupOpt = None,
     max_in_flight: MaxInFlightOpt = MAX_IN_FLIGHT_DEFAULT,
     max_lag: MaxLagOpt = MAX_LAG_DEFAULT_S,
     request_timeout: RequestTimeoutOpt = REQUEST_TIMEOUT_DEFAULT_S,
@@ -219,13 +289,22 @@ def run(
         ),
     ] = 15.0,
 ) -> None:
-    """Drain, warm up, drain, then offer every request on its absolute schedule."""
+    """Drain, warm up, drain, then offer every request on its absolute schedule.
+
+    The runbook's workload is offered at --rate, --requests times. A scheduled workload (prepare
+    --trace or --arrivals) is replayed on its own due times, divided by --speedup (default 1:
+    its real pace); each request is judged on its own output length.
+    """
     inv: _Invocation = ctx.obj
+    try:
+        timing = run_timing(workload, rate=rate, requests=requests, speedup=speedup)
+    except TrialError as exc:
+        raise typer.Exit(fail(inv.prog, exc)) from exc
     settings = run_settings(
         base=base,
         workload=workload,
-        rate=rate,
-        requests=requests,
+        rate=timing.rate,
+        requests=timing.requests,
         bounds=(ttft, tpot, attainment),
         out=out,
         client=ClientOptions(
@@ -246,6 +325,7 @@ def run(
     )
     settings = dataclasses.replace(
         settings,
+        speedup=timing.speedup,
         fleet=fleet,
         engine_metrics=tuple(engine_metrics or ()),
         server_metrics=server_metrics,
@@ -327,19 +407,44 @@ def predict(
     ctx: typer.Context,
     fleet: Annotated[Path, typer.Option("--fleet", help="narwhal.fleet file of the fleet.")],
     profiles: Annotated[Path, typer.Option("--profiles", help="Accepted profile store.")],
-    input_tokens: Annotated[int, typer.Option("--input-tokens", min=1, help="Prompt tokens.")],
-    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens.")],
-    requests: Annotated[int, typer.Option("--requests", min=1, help="Offers of the trial.")],
     ttft: Annotated[str, typer.Option("--ttft", help="TTFT bound, seconds.")],
     tpot: Annotated[str, typer.Option("--tpot", help="TPOT bound, seconds.")],
     attainment: Annotated[str, typer.Option("--attainment", help="Required good fraction.")],
+    input_tokens: Annotated[
+        int | None,
+        typer.Option("--input-tokens", min=1, help="Prompt tokens (or --workload)."),
+    ] = None,
+    output_tokens: Annotated[
+        int | None,
+        typer.Option("--output-tokens", min=1, help="Output tokens (or --workload)."),
+    ] = None,
+    requests: Annotated[
+        int | None,
+        typer.Option(
+            "--requests", min=1, help="Offers of the trial (a scheduled workload holds its own)."
+        ),
+    ] = None,
     rate: Annotated[
         float | None, typer.Option("--rate", help="Offered requests per second to predict.")
     ] = None,
     find_max_rate: Annotated[
         bool,
-        typer.Option("--find-max-rate", help="Also search the highest rate predicted to pass."),
+        typer.Option(
+            "--find-max-rate",
+            help="Also search the highest rate predicted to pass (a scheduled workload: the "
+            "highest --speedup).",
+        ),
     ] = False,
+    workload: Annotated[
+        Path | None,
+        typer.Option(
+            "--workload",
+            help="workload.json from prepare: the runbook's gives --input-tokens and "
+            "--output-tokens; a scheduled one (prepare --trace or --arrivals) is predicted on its "
+            "own due times and lengths, divided by --speedup, instead of --requests at --rate.",
+        ),
+    ] = None,
+    speedup: SpeedupOpt = None,
     limits: Annotated[
         Path | None,
         typer.Option(
@@ -426,24 +531,53 @@ def predict(
     ] = None,
 ) -> None:
     """Predict the trial from the profiles (no engine is contacted; only --frontend is read).
-    Exit 0 when the prediction passes (pass probability at least 0.5), 2 when it misses the
-    target, 1 for bad input or a trial outside the profiled domain."""
+    With --workload, a scheduled workload is predicted on its own due times and lengths divided by
+    --speedup (default 1; --find-max-rate searches the highest speedup). Exit 0 when the
+    prediction passes (pass probability at least 0.5), 2 when it misses the target, 1 for bad
+    input or a trial outside the profiled domain."""
     inv: _Invocation = ctx.obj
     try:
         if rate is not None and not (0 < rate < float("inf")):
             raise TrialUsageError(f"--rate must be a positive number, got {rate:g}")
-        req = PredictRequest(
-            fleet=fleet,
-            profiles=profiles,
-            limits=limits,
-            shape=TrialShape(
+        facts = None
+        if workload is not None:
+            shape, facts = workload_shape(
+                workload,
+                requests=requests,
+                speedup=speedup,
+                rate=rate,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                kv_transfer_s_per_token=kv_transfer,
+                max_num_batched_tokens=max_num_batched_tokens,
+                max_in_flight=max_in_flight,
+            )
+        else:
+            missing = [
+                f
+                for f, v in (
+                    ("--input-tokens", input_tokens),
+                    ("--output-tokens", output_tokens),
+                    ("--requests", requests),
+                )
+                if v is None
+            ]
+            if missing:
+                raise TrialUsageError(f"give {' and '.join(missing)}, or --workload FILE")
+            assert input_tokens is not None and output_tokens is not None and requests is not None
+            shape = TrialShape(
                 input_tokens,
                 output_tokens,
                 requests,
                 kv_transfer,
                 max_num_batched_tokens,
                 max_in_flight,
-            ),
+            )
+        req = PredictRequest(
+            fleet=fleet,
+            profiles=profiles,
+            limits=limits,
+            shape=shape,
             target=TrialTarget(
                 decimal_option(parse_seconds, ttft, "--ttft"),
                 decimal_option(parse_seconds, tpot, "--tpot"),
@@ -456,6 +590,8 @@ def predict(
             calibrate=calibrate,
             apply_calibration=apply_calibration,
             frontend=frontend,
+            workload=facts,
+            speedup=speedup,
         )
         code, text = predict_command(req, as_json=json_out, out=out, api_key_env=api_key_env)
     except TrialError as exc:
