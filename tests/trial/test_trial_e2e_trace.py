@@ -3,6 +3,7 @@ against the simulated router, and every refusal (one line, exit 1, nothing writt
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from narwhal_sim.testing import SimFleet
 from narwhal_trial import Summary
 from narwhal_trial._workload import load_workload, prompt_ids, request_body
 
+from ._store_kit import write_profiles
 from .conftest import Cli, prepare_workload, read_run, run_args
 
 pytestmark = pytest.mark.slow
@@ -54,6 +56,21 @@ def test_each_sample_trace_replays_on_its_own_schedule(
     assert sched["source"]["path"] == str(EXAMPLES / name)
     n = len(sched["due_offsets_ns"])
     assert n >= 10 and sched["due_offsets_ns"][0] == 0
+    # predict first, from a store over the samples' lengths (the tiny preset's fits)
+    fleet = tmp_path / "fleet.json"
+    fleet.write_bytes(shared_fleet.fleet_path.read_bytes())
+    store = write_profiles(fleet, [16, 1024, 16384], [16, 1024, 16384], concurrency=[1, 4, 16])
+    workload = tmp_path / "w" / "workload.json"
+    pred = cli("predict", "--fleet", str(fleet), "--profiles", str(store), "--workload",
+               str(workload), "--speedup", str(speedup), "--ttft", "2", "--tpot", "0.0333",
+               "--attainment", "0.5", "--json")  # fmt: skip
+    assert pred.returncode == 0, pred.stdout + pred.stderr
+    doc_p = orjson.loads(pred.stdout)
+    assert (
+        doc_p["inputs"]["workload"]["sha256"] == hashlib.sha256(workload.read_bytes()).hexdigest()
+    )
+    assert doc_p["prediction"]["speedup"] == speedup
+    assert sum(b["requests"] for b in doc_p["prediction"]["buckets"]) == n
     out = tmp_path / "run"
     proc = _replay(cli, shared_fleet, tmp_path / "w" / "workload.json", out, speedup,
                    attainment=0.5)  # fmt: skip

@@ -209,9 +209,13 @@ def test_predictions_and_trials_across_the_edge(edge_check: EdgeCheck) -> None:
 @pytest.fixture(scope="module")
 def trace_replays(suite: Suite, conformance: Conformance) -> list[TraceReplay]:
     """A short window of each sample trace, prepared, replayed and reported on this server."""
-    replays = replay_samples(suite.server, suite.root / "traces", suite.env)
+    if not suite.store.is_file():
+        pytest.fail(f"no profile to predict from\n{suite.profile.brief()}")
+    replays = replay_samples(suite)
     for replay in replays:
         suite.extra_done.extend(replay.done)
+        if replay.predicted is not None:
+            suite.extra_done.append(replay.predicted)
     conformance.record(VARIANT, trace_replays={r.name: r.figures() for r in replays})
     return replays
 
@@ -220,6 +224,7 @@ def trace_replays(suite: Suite, conformance: Conformance) -> list[TraceReplay]:
 def test_a_trace_window_replays_on_its_schedule(
     trace_replays: list[TraceReplay], index: int
 ) -> None:
-    """Each format's sample, a few requests of it: prepare (clipped to the served 4,096 tokens),
-    run at its speedup, report; every request with the engine's exact token counts."""
+    """Each format's sample, a few requests of it, and a Poisson workload: prepare (samples
+    clipped to the served 4,096 tokens), predict, run at its speedup, report; every request with
+    the engine's exact token counts."""
     check_replay(trace_replays[index])
