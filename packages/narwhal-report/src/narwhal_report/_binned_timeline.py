@@ -12,29 +12,11 @@ from decimal import Decimal
 from typing import Final
 
 from narwhal_report import _svg
-from narwhal_report._timeline import ERRORS, in_flight_steps
+from narwhal_report._timeline import OUTCOMES, in_flight_steps, outcome
 from narwhal_trial import RequestRecord, TrialRun
 
 MAX_BINS: Final = 200
 """At most this many bins: a width of 1, 2 or 5 x 10^k seconds, the smallest that fits."""
-OUTCOMES: Final = (
-    ("good", _svg.GOOD),
-    ("completed, too slow", _svg.SLOW),
-    ("error", _svg.ERROR),
-    ("schedule miss", _svg.MISS),
-    ("other", _svg.GREY),
-)
-
-
-def outcome(record: RequestRecord) -> str:
-    """The record's outcome, one of ``OUTCOMES``' names (the per-request timeline's colours)."""
-    if record.good:
-        return "good"
-    if record.status == "completed":
-        return "completed, too slow"
-    if record.status == "client_schedule_miss":
-        return "schedule miss"
-    return "error" if record.status in ERRORS else "other"
 
 
 def bin_width(span_s: float, max_bins: int = MAX_BINS) -> float:

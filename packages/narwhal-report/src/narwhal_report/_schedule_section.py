@@ -9,7 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Final
 
-from narwhal_report._binned_timeline import OUTCOMES, binned_timeline_figure, timeline_bins
+from narwhal_report._binned_timeline import binned_timeline_figure, timeline_bins
 from narwhal_report._html import Markup, facts, figure, join, ms, slug, table, tag
 from narwhal_report._schedule_figures import (
     bucket_label,
@@ -17,7 +17,7 @@ from narwhal_report._schedule_figures import (
     lengths_figure,
     offered_figure,
 )
-from narwhal_report._timeline import TIMELINE_CAPTION, timeline_figure
+from narwhal_report._timeline import OUTCOMES, TIMELINE_CAPTION, timeline_figure
 from narwhal_trial import DensestSecond, ScheduleView, TrialRun
 
 EACH_MAX: Final = 500

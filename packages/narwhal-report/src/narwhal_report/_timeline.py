@@ -3,6 +3,8 @@ coloured by status, the client's lag and the requests in flight over time."""
 
 from __future__ import annotations
 
+from typing import Final
+
 from narwhal_report import _svg
 from narwhal_trial import RequestRecord, TrialRun
 
@@ -17,15 +19,31 @@ ERRORS = frozenset(
 )
 
 
+OUTCOMES: Final = (
+    ("good", _svg.GOOD),
+    ("completed, too slow", _svg.SLOW),
+    ("error", _svg.ERROR),
+    ("schedule miss", _svg.MISS),
+    ("other", _svg.GREY),
+)
+"""Each record's outcome and its colour, in the legends' order."""
+_COLOUR: Final = dict(OUTCOMES)
+
+
+def outcome(record: RequestRecord) -> str:
+    """The record's outcome, one of ``OUTCOMES``' names."""
+    if record.good:
+        return "good"
+    if record.status == "completed":
+        return "completed, too slow"
+    if record.status == "client_schedule_miss":
+        return "schedule miss"
+    return "error" if record.status in ERRORS else "other"
+
+
 def status_colour(record: RequestRecord) -> str:
     """Green good, amber completed but too slow, purple schedule miss, red errors, grey else."""
-    if record.good:
-        return _svg.GOOD
-    if record.status == "completed":
-        return _svg.SLOW
-    if record.status == "client_schedule_miss":
-        return _svg.MISS
-    return _svg.ERROR if record.status in ERRORS else _svg.GREY
+    return _COLOUR[outcome(record)]
 
 
 def in_flight_steps(records: list[RequestRecord]) -> tuple[list[float], list[int]]:
@@ -80,12 +98,7 @@ def timeline_figure(run: TrialRun, pace: str | None = None) -> str:
         zorder=3,
         label="sent",
     )
-    for colour, name in (
-        (_svg.GOOD, "good"),
-        (_svg.SLOW, "completed, too slow"),
-        (_svg.ERROR, "error"),
-        (_svg.MISS, "schedule miss"),
-    ):
+    for name, colour in OUTCOMES[:4]:
         lanes.plot([], [], color=colour, linewidth=3, label=name)
     lanes.set_ylabel("request")
     _svg.integer_ticks(lanes.yaxis)
@@ -131,4 +144,12 @@ def timeline_figure(run: TrialRun, pace: str | None = None) -> str:
     return _svg.to_svg(fig, f"timeline of {run.path.name}")
 
 
-__all__ = ["ERRORS", "TIMELINE_CAPTION", "in_flight_steps", "status_colour", "timeline_figure"]
+__all__ = [
+    "ERRORS",
+    "OUTCOMES",
+    "TIMELINE_CAPTION",
+    "in_flight_steps",
+    "outcome",
+    "status_colour",
+    "timeline_figure",
+]

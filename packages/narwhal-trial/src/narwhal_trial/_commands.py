@@ -17,6 +17,7 @@ from narwhal_trial._frontend_read import read_published
 from narwhal_trial._local_tokenizer import load_tokenizer
 from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._prediction import Prediction, render_text
+from narwhal_trial._prediction_schedule import pace_label
 from narwhal_trial._prepare import build_workload
 from narwhal_trial._prepare_schedule import ScheduleOptions
 from narwhal_trial._reconcile import read_journal, read_requests, reconcile
@@ -95,11 +96,7 @@ def describe(summary: Summary, settings: RunSettings) -> str:
         else {1: "ERROR", 2: "MISS", 130: "INTERRUPTED"}.get(summary.exit_code, "FAIL")
     )
     interval = summary.attainment_interval
-    pace = (
-        f"rate {settings.rate:g}/s"
-        if settings.speedup is None
-        else f"speedup {settings.speedup:g}x (mean {settings.rate:.3g}/s)"
-    )
+    pace = pace_label(settings.rate, settings.speedup)
     lines = [
         f"{pace}: {summary.good}/{summary.requests} good "
         f"(need {summary.required_good}), attainment {summary.attainment:.3f} "

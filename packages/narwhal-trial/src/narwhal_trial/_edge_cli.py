@@ -11,8 +11,8 @@ import typer
 from narwhal_trial._commands import fail
 from narwhal_trial._edge_command import edge_command
 from narwhal_trial._edge_settings import EdgeSettings, predict_options
-from narwhal_trial._errors import TrialError, WorkloadError
-from narwhal_trial._replay import RunTiming, timing_of
+from narwhal_trial._errors import TrialError
+from narwhal_trial._replay import run_timing
 from narwhal_trial._run_options import (
     DRAIN_TIMEOUT_DEFAULT_S,
     KEEPALIVE_EXPIRY_DEFAULT_S,
@@ -38,38 +38,9 @@ from narwhal_trial._run_options import (
     WorkloadOpt,
     run_settings,
 )
-from narwhal_trial._workload import load_workload
 from narwhal_trial.cli import _Invocation
 
 _PREDICT = "With --fleet and --profiles: "
-
-
-def edge_timing(
-    workload: Path, requests: int | None, start_rate: float | None, start_speedup: float | None
-) -> tuple[RunTiming, tuple[float, float] | None]:
-    """The first trial's timing, and for a scheduled workload its mean rate and span at speedup
-    1 (the search varies the speedup). A workload that cannot be read is left to
-    ``edge_command``, which names it after checking the settings."""
-    try:
-        w = load_workload(workload).workload
-    except WorkloadError:
-        return RunTiming(
-            1.0 if start_rate is None else start_rate, 1 if requests is None else requests, None
-        ), None
-    if w.schedule is None and start_rate is None:
-        start_rate = 1.0
-    timing = timing_of(
-        w,
-        f"workload {workload}",
-        rate=start_rate,
-        requests=requests,
-        speedup=start_speedup,
-        rate_flag="--start-rate",
-        speedup_flag="--start-speedup",
-    )
-    if w.schedule is None:
-        return timing, None
-    return timing, (w.schedule.mean_rate(1.0), w.schedule.span_s)
 
 
 def edge(
@@ -193,7 +164,15 @@ def edge(
     """
     inv: _Invocation = ctx.obj
     try:
-        timing, schedule = edge_timing(workload, requests, start_rate, start_speedup)
+        timing = run_timing(
+            workload,
+            rate=start_rate,
+            requests=requests,
+            speedup=start_speedup,
+            rate_flag="--start-rate",
+            speedup_flag="--start-speedup",
+            default_rate=1.0,
+        )
         run = run_settings(
             base=base,
             workload=workload,
@@ -224,8 +203,8 @@ def edge(
             max_trials=max_trials,
             max_repeats=max_repeats,
             start_rate=timing.rate if timing.speedup is None else timing.speedup,
-            schedule_rate=None if schedule is None else schedule[0],
-            schedule_span_s=0.0 if schedule is None else schedule[1],
+            schedule_rate=timing.base_rate,
+            schedule_span_s=timing.span_s,
             predict=predict_options(
                 fleet,
                 profiles,

@@ -33,7 +33,7 @@ from narwhal_trial._profile_domain import accepted_profile
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._rates import find_max_rate, predict_rate
 from narwhal_trial._vtime import TrialShape
-from narwhal_trial._workload_schedule import check_speedup
+from narwhal_trial._workload_schedule import check_speedup, speedup_refusal
 
 #: ``--replications`` when not given: the pass probability to 1 %.
 DEFAULT_REPLICATIONS = 100
@@ -140,11 +140,7 @@ def _check_pace(req: PredictRequest) -> None:
             check_speedup(req.speedup)
         return
     if req.speedup is not None:
-        raise TrialUsageError(
-            "--speedup applies to a scheduled workload (prepare --trace or --arrivals); "
-            + ("predict the runbook's" if facts is None else f"{label} is the runbook's")
-            + " at --rate"
-        )
+        raise speedup_refusal("--speedup", label, "predicted at --rate")
     if req.rate is None and not req.find_max_rate:
         raise TrialUsageError("give --rate, --find-max-rate, or both")
 

@@ -8,13 +8,12 @@ and TPOT (over its own output tokens) within the bound; a schedule miss is never
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Sequence
 
 from narwhal_trial._model import TrialTarget
 from narwhal_trial._prediction_schedule import PredictedBucket
-from narwhal_trial._schedule_view import edges_for
+from narwhal_trial._schedule_view import bucket_index, edges_for
 from narwhal_trial._vtime import SimulatedOutcome
 
 
@@ -23,14 +22,16 @@ def nearest_rank(values: Sequence[int], q: float) -> int:
     return values[max(0, math.ceil(q * len(values)) - 1)]
 
 
+def good_flags(outcome: SimulatedOutcome, target: TrialTarget) -> list[bool]:
+    """For each sent request of ``outcome`` (in ``outcome.ttft`` order), whether it meets both
+    bounds."""
+    ttft, tpot = float(target.ttft_s), float(target.tpot_s)
+    return [a <= ttft and b <= tpot for a, b in zip(outcome.ttft, outcome.tpot, strict=True)]
+
+
 def good_requests(outcome: SimulatedOutcome, target: TrialTarget) -> set[int]:
     """The requests of ``outcome`` that meet both bounds."""
-    ttft, tpot = float(target.ttft_s), float(target.tpot_s)
-    return {
-        k
-        for k, a, b in zip(outcome.sent, outcome.ttft, outcome.tpot, strict=True)
-        if a <= ttft and b <= tpot
-    }
+    return {k for k, ok in zip(outcome.sent, good_flags(outcome, target), strict=True) if ok}
 
 
 def _counts(bucket_of: list[int], good: set[int], size: int) -> list[int]:
@@ -51,7 +52,7 @@ def predicted_buckets(
     and the 5th and 95th percentile over them."""
     edges = edges_for(max(inputs))
     size = len(edges) - 1
-    bucket_of = [min(size - 1, bisect.bisect_right(edges, n) - 1) for n in inputs]
+    bucket_of = [bucket_index(edges, n) for n in inputs]
     requests = [0] * size
     for b in bucket_of:
         requests[b] += 1

@@ -21,6 +21,7 @@ from narwhal_trial._predict_schedule import WorkloadFacts
 from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
 from narwhal_trial._vtime import TrialShape
 from narwhal_trial._workload import load_workload
+from narwhal_trial._workload_schedule import speedup_refusal
 
 _NS = 1_000_000_000
 
@@ -56,10 +57,7 @@ def workload_shape(
                 f"output tokens ({workload.input_tokens} / {workload.output_tokens})"
             )
         if speedup is not None:
-            raise TrialUsageError(
-                f"--speedup applies to a scheduled workload (prepare --trace or --arrivals); "
-                f"{label} is the runbook's, predicted at --rate with --requests"
-            )
+            raise speedup_refusal("--speedup", label, "predicted at --rate with --requests")
         if requests is None:
             raise TrialUsageError(f"{label} is the runbook's workload: give --requests")
         shape = TrialShape(workload.input_tokens, workload.output_tokens, requests, *settings)

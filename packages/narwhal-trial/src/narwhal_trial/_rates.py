@@ -11,7 +11,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget
-from narwhal_trial._predict_buckets import good_requests, nearest_rank, predicted_buckets
+from narwhal_trial._predict_buckets import (
+    good_flags,
+    good_requests,
+    nearest_rank,
+    predicted_buckets,
+)
 from narwhal_trial._prediction import (
     AttainmentInterval,
     EdgeBand,
@@ -34,10 +39,7 @@ BAND_LEVELS = (0.9, 0.5, 0.1)
 
 
 def _good(outcome: SimulatedOutcome, target: TrialTarget) -> int:
-    ttft, tpot = float(target.ttft_s), float(target.tpot_s)
-    return sum(
-        1 for a, b in zip(outcome.ttft, outcome.tpot, strict=True) if a <= ttft and b <= tpot
-    )
+    return sum(good_flags(outcome, target))
 
 
 #: The share of replications that may need a decode batch beyond the profiled concurrency before

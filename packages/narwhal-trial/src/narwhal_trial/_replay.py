@@ -16,7 +16,7 @@ from pathlib import Path
 from narwhal_trial._errors import TrialUsageError, WorkloadError
 from narwhal_trial._settings import RunSettings
 from narwhal_trial._workload import Workload, load_workload
-from narwhal_trial._workload_schedule import check_speedup
+from narwhal_trial._workload_schedule import check_speedup, speedup_refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,10 @@ class RunTiming:
     requests: int
     speedup: float | None
     """None for the runbook's workload (no schedule)."""
+    base_rate: float | None = None
+    """A scheduled workload's mean rate at speedup 1 (``edge`` scales it by each speedup)."""
+    span_s: float = 0.0
+    """A scheduled workload's span at speedup 1."""
 
 
 def timing_of(
@@ -38,16 +42,16 @@ def timing_of(
     speedup: float | None,
     rate_flag: str = "--rate",
     speedup_flag: str = "--speedup",
+    default_rate: float | None = None,
 ) -> RunTiming:
-    """The timing of ``workload`` (read from ``label``) under the given flags; TrialUsageError
-    naming the flag for a combination that does not apply (see the module's docstring)."""
+    """The timing of ``workload`` (read from ``label``) under the given flags (``default_rate``:
+    the runbook's rate when ``rate_flag`` is not given); TrialUsageError naming the flag for a
+    combination that does not apply (see the module's docstring)."""
     sched = workload.schedule
     if sched is None:
         if speedup is not None:
-            raise TrialUsageError(
-                f"{speedup_flag} applies to a scheduled workload (prepare --trace or --arrivals); "
-                f"{label} is the runbook's, run at {rate_flag} with --requests"
-            )
+            raise speedup_refusal(speedup_flag, label, f"run at {rate_flag} with --requests")
+        rate = default_rate if rate is None else rate
         if rate is None or requests is None:
             missing = " and ".join(
                 f for f, v in ((rate_flag, rate), ("--requests", requests)) if v is None
@@ -63,24 +67,48 @@ def timing_of(
         )
     factor = 1.0 if speedup is None else speedup
     check_speedup(factor)
-    return RunTiming(rate=sched.mean_rate(factor), requests=sched.requests, speedup=factor)
+    return RunTiming(
+        rate=sched.mean_rate(factor),
+        requests=sched.requests,
+        speedup=factor,
+        base_rate=sched.mean_rate(),
+        span_s=sched.span_s,
+    )
 
 
 def run_timing(
-    path: Path, *, rate: float | None, requests: int | None, speedup: float | None
+    path: Path,
+    *,
+    rate: float | None,
+    requests: int | None,
+    speedup: float | None,
+    rate_flag: str = "--rate",
+    speedup_flag: str = "--speedup",
+    default_rate: float | None = None,
 ) -> RunTiming:
-    """``timing_of`` the workload file at ``path``. A file that cannot be read or used is left
-    to ``run_trial``, which reads it again after checking the settings (so a bad ``--base`` is
-    named first, as always): the flags are then taken as given."""
+    """``timing_of`` the workload file at ``path`` (``run``'s flags, or ``edge``'s
+    ``--start-rate``/``--start-speedup``). A file that cannot be read or used is left to the
+    command, which reads it again after checking its settings (so a bad ``--base`` is named
+    first, as always): the flags are then taken as given."""
     try:
         workload = load_workload(path).workload
     except WorkloadError:
+        given = default_rate if rate is None else rate
         return RunTiming(
-            rate=1.0 if rate is None else rate,
+            rate=1.0 if given is None else given,
             requests=1 if requests is None else requests,
             speedup=speedup,
         )
-    return timing_of(workload, f"workload {path}", rate=rate, requests=requests, speedup=speedup)
+    return timing_of(
+        workload,
+        f"workload {path}",
+        rate=rate,
+        requests=requests,
+        speedup=speedup,
+        rate_flag=rate_flag,
+        speedup_flag=speedup_flag,
+        default_rate=default_rate,
+    )
 
 
 def check_timing(workload: Workload, label: str, settings: RunSettings) -> None:
@@ -89,7 +117,7 @@ def check_timing(workload: Workload, label: str, settings: RunSettings) -> None:
     sched = workload.schedule
     if sched is None:
         if settings.speedup is not None:
-            timing_of(workload, label, rate=None, requests=None, speedup=settings.speedup)
+            raise speedup_refusal("--speedup", label, "run at --rate with --requests")
         return
     if settings.speedup is None or settings.requests != sched.requests:
         raise TrialUsageError(

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from typing import Final
@@ -40,18 +41,17 @@ def edges_for(longest: int) -> list[int]:
     return edges
 
 
-def _index(edges: Sequence[int], value: int) -> int:
-    i = 0
-    while i + 2 < len(edges) and value >= edges[i + 1]:
-        i += 1
-    return i
+def bucket_index(edges: Sequence[int], value: int) -> int:
+    """The bucket ``[edges[i], edges[i + 1])`` holding ``value`` (the last one for any value
+    beyond it)."""
+    return min(len(edges) - 2, bisect.bisect_right(edges, value) - 1)
 
 
 def _histogram(values: Sequence[int]) -> Histogram:
     edges = edges_for(max(values))
     counts = [0] * (len(edges) - 1)
     for v in values:
-        counts[_index(edges, v)] += 1
+        counts[bucket_index(edges, v)] += 1
     return Histogram(edges=edges, counts=counts)
 
 
@@ -85,7 +85,7 @@ def schedule_view(
     edges = edges_for(max(schedule.input_tokens))
     totals = [[0, 0] for _ in range(len(edges) - 1)]
     for n, length in enumerate(schedule.input_tokens):
-        cell = totals[_index(edges, length)]
+        cell = totals[bucket_index(edges, length)]
         cell[0] += 1
         cell[1] += n in good
     buckets = []

@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
+from narwhal_trial._workload_schedule import mean_rate_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +63,7 @@ class TrialShape:
         ``pace``, (n - 1) / span (n a second when the span is 0, as ``Schedule.mean_rate``)."""
         if self.offsets_s is None:
             return pace
-        span = self.offsets_s[-1] / pace
-        return self.requests / 1.0 if span <= 0 else (self.requests - 1) / span
+        return mean_rate_of(self.requests, self.offsets_s[-1] / pace)
 
     def input_lengths(self) -> list[int]:
         """Each request's prompt tokens."""

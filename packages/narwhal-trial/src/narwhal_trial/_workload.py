@@ -103,18 +103,13 @@ class Workload(_FrozenDoc):
         "absent in the runbook's workload, which run --rate spaces evenly",
     )
 
-    @property
-    def requests(self) -> int | None:
-        """The scheduled workload's request count; None for the runbook's (``run --requests``)."""
-        return None if self.schedule is None else self.schedule.requests
-
-    def input_of(self, n: int) -> int:
-        """Request ``n``'s prompt tokens."""
-        return self.input_tokens if self.schedule is None else self.schedule.input_tokens[n]
-
     def output_of(self, n: int) -> int:
-        """Request ``n``'s output tokens."""
-        return self.output_tokens if self.schedule is None else self.schedule.output_tokens[n]
+        """Request ``n``'s output tokens (``n`` = a scheduled workload's request count: the
+        warm-up, the longest request's)."""
+        sched = self.schedule
+        return (
+            self.output_tokens if sched is None or n >= sched.requests else sched.output_tokens[n]
+        )
 
 
 class LoadedWorkload(_FrozenDoc):
@@ -190,21 +185,17 @@ def prompt_ids(workload: Workload, n: int) -> np.ndarray[Any, np.dtype[np.int64]
     (a scheduled workload's: ``scheduled_prompt``)."""
     if n < 0:
         raise ValueError(f"sequence must be non-negative, got {n}")
-    if workload.schedule is not None:
-        return scheduled_prompt(workload, n, sampler_of(workload))
-    pool = np.asarray(workload.pool, dtype=np.int64)
-    rng = np.random.default_rng(workload.seed + n)
-    return pool[rng.integers(0, len(pool), size=workload.input_tokens)]
+    return prompt_of(workload, n, sampler_of(workload))
 
 
-def scheduled_prompt(
+def prompt_of(
     workload: Workload, n: int, sampler: BlockSampler
 ) -> np.ndarray[Any, np.dtype[np.int64]]:
-    """Request ``n``'s prompt in a scheduled workload; ``n`` = the request count is the warm-up:
-    the longest request's length, with tokens no request shares."""
+    """Request ``n``'s prompt built by ``sampler`` (``prompt_ids``); in a scheduled workload,
+    ``n`` = the request count is the warm-up: the longest request's length, with tokens no
+    request shares."""
     sched = workload.schedule
-    assert sched is not None
-    if n >= sched.requests:
+    if sched is None or n >= sched.requests:
         return sampler.prompt(n, workload.input_tokens, None)
     ids = None if sched.hash_ids is None else sched.hash_ids[n]
     return sampler.prompt(n, sched.input_tokens[n], ids)
@@ -236,13 +227,8 @@ def request_body(
     """
     counting = default_counting(workload) if fields is None else fields.token_counting
     omitted = set() if fields is None else {f.field for f in fields.omitted}
-    if workload.schedule is None:
-        return sampled_body(
-            workload, prompt_ids(workload, n).tolist(), workload.output_tokens, counting, omitted
-        )
-    prompt = scheduled_prompt(workload, n, sampler or sampler_of(workload))
-    out = workload.output_of(n) if n < workload.schedule.requests else workload.output_tokens
-    return sampled_body(workload, prompt.tolist(), out, counting, omitted)
+    prompt = prompt_of(workload, n, sampler or sampler_of(workload))
+    return sampled_body(workload, prompt.tolist(), workload.output_of(n), counting, omitted)
 
 
 def default_counting(workload: Workload) -> TokenCounting:

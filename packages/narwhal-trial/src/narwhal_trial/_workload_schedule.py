@@ -120,14 +120,27 @@ class Schedule(_Frozen):
         return [round(t / speedup) for t in self.due_offsets_ns]
 
     def mean_rate(self, speedup: float = 1.0) -> float:
-        """Requests a second over the schedule: (n - 1) / span; n a second when the span is 0."""
-        span = self.span_s / speedup
-        return self.requests / 1.0 if span <= 0 else (self.requests - 1) / span
+        """Requests a second over the schedule at ``speedup`` (``mean_rate_of``)."""
+        return mean_rate_of(self.requests, self.span_s / speedup)
 
     def longest(self) -> int:
         """The request with the most tokens (input + output; the first of equals)."""
         totals = [i + o for i, o in zip(self.input_tokens, self.output_tokens, strict=True)]
         return totals.index(max(totals))
+
+
+def mean_rate_of(requests: int, span_s: float) -> float:
+    """A schedule's mean rate: (n - 1) / span; n a second when the span is 0."""
+    return float(requests) if span_s <= 0 else (requests - 1) / span_s
+
+
+def speedup_refusal(flag: str, label: str, instead: str) -> TrialUsageError:
+    """The error for ``flag`` (``--speedup``, ``--start-speedup``) given with the runbook's
+    workload ``label``, which runs ``instead`` (``at --rate with --requests``)."""
+    return TrialUsageError(
+        f"{flag} applies to a scheduled workload (prepare --trace or --arrivals); {label} is the "
+        f"runbook's, {instead}"
+    )
 
 
 def check_speedup(speedup: float) -> None:
