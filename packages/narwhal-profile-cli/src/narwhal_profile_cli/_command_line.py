@@ -267,8 +267,10 @@ class RawOptions:
         str | None,
         _option(
             "--shard",
-            "Measure share K of M of the fleet's GPU groups, each group whole.",
-            "K/M",
+            "Measure share K of M of the fleet's GPU groups, each group whole. auto: share "
+            "JOB_COMPLETION_INDEX+1 of NARWHAL_SHARD_COUNT (a Kubernetes Indexed Job; set "
+            "NARWHAL_SHARD_COUNT to the Job's spec.completions).",
+            "K/M|auto",
         ),
     ] = None
     keepalive_expiry: Annotated[

@@ -1,4 +1,4 @@
-"""GPU groups: the unit ``--parallel-groups`` measures side by side and ``--shard K/M`` splits.
+"""GPU groups: the unit ``--parallel-groups`` measures side by side and ``--shard`` splits.
 
 Engines of one ``shared_device.group`` share a GPU, so they are always measured one at a time
 and never split between shards; an engine without a group is a group of its own.
@@ -43,18 +43,20 @@ def shard_units(units: Sequence[GroupUnit], shard: Shard) -> list[GroupUnit]:
 
     Deterministic from the fleet alone: groups are dealt largest first (ties by name) to the
     shard holding the fewest engines so far (ties to the lower index). Every process given the
-    same fleet computes the same split, so the M shards cover every group exactly once.
+    same fleet computes the same split, so the M shards cover every group exactly once. With
+    more shards than groups, the i-th group dealt goes to shard i and the rest stay empty, so
+    only the first ``len(units)`` shards are dealt to (a huge M costs nothing).
     """
-    loads = [0] * shard.count
+    loads = [0] * min(shard.count, len(units))
     owner: dict[tuple[bool, str], int] = {}
     for unit in sorted(units, key=lambda u: (-len(u.engines), u.name, u.grouped)):
-        target = min(range(shard.count), key=lambda i: (loads[i], i))
+        target = min(range(len(loads)), key=lambda i: (loads[i], i))
         owner[(unit.grouped, unit.name)] = target
         loads[target] += len(unit.engines)
     mine = [u for u in units if owner[(u.grouped, u.name)] == shard.index - 1]
     if not mine:
         raise ProfileUsageError(
-            f"--shard {shard.label()}: the fleet has only {len(units)} GPU group(s) "
+            f"{shard.option()}: the fleet has only {len(units)} GPU group(s) "
             f"(lone engines included), so share {shard.index} of {shard.count} is empty"
         )
     return mine

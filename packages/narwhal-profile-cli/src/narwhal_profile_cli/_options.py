@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -35,6 +36,7 @@ from narwhal_profile_cli._bounds import (
 )
 from narwhal_profile_cli._command_line import RawOptions as RawOptions
 from narwhal_profile_cli._errors import ProfileUsageError
+from narwhal_profile_cli._shard_env import shard_from_env
 
 OutputFormat = Literal["text", "json"]
 
@@ -248,8 +250,12 @@ def _maybe_path(raw: str | None) -> Path | None:
     return _path(raw)
 
 
-def validate(raw: RawOptions) -> ProfileOptions:
-    """Check every supplied value (in every mode) and return the typed options."""
+def validate(raw: RawOptions, environ: Mapping[str, str] | None = None) -> ProfileOptions:
+    """Check every supplied value (in every mode) and return the typed options.
+
+    ``environ`` is the process environment, which only ``--shard auto`` reads (the command layer
+    passes ``os.environ``; None: an empty one).
+    """
     parse_format(raw.output_format)  # the command layer picks the format itself, also on errors
     sweep = SweepOptions(
         prefill_lens=parse_int_list(
@@ -317,7 +323,7 @@ def validate(raw: RawOptions) -> ProfileOptions:
         neighbours=neighbours,
         scale=ScaleOut(
             parallel_groups=parse_parallel_groups(raw.parallel_groups),
-            shard=None if raw.shard is None else parse_shard(raw.shard),
+            shard=None if raw.shard is None else parse_shard(raw.shard, environ or {}),
         ),
         keepalive_expiry_s=None
         if raw.keepalive_expiry is None
@@ -375,14 +381,25 @@ _SHARD = re.compile(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*")
 
 @dataclass(frozen=True, slots=True)
 class Shard:
-    """``--shard K/M``: this process measures share ``index`` (1-based) of ``count``."""
+    """``--shard K/M``: this process measures share ``index`` (1-based) of ``count``.
+
+    ``origin`` is set when ``--shard auto`` read the share from the environment: the variables
+    and their values, which messages name.
+    """
 
     index: int
     count: int
+    origin: str | None = field(default=None, compare=False)
 
     def label(self) -> str:
-        """``K/M``."""
+        """``K/M`` (also what the sidecar records for ``--shard auto``)."""
         return f"{self.index}/{self.count}"
+
+    def option(self) -> str:
+        """The option as messages quote it: ``--shard K/M``, or ``--shard auto (K/M: ...)``."""
+        if self.origin is None:
+            return f"--shard {self.label()}"
+        return f"--shard auto ({self.label()}: {self.origin})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,11 +415,15 @@ class ScaleOut:
         return [flag for flag, value in flags if value is not None]
 
 
-def parse_shard(raw: str) -> Shard:
-    """``K/M`` with 1 <= K <= M."""
+def parse_shard(raw: str, environ: Mapping[str, str]) -> Shard:
+    """``K/M`` with 1 <= K <= M, or ``auto``: the share a Kubernetes Indexed Job's ``environ``
+    names (``_shard_env``)."""
+    if raw.strip() == "auto":
+        share = shard_from_env(environ)
+        return Shard(share.index, share.count, origin=share.origin)
     match = _SHARD.fullmatch(raw)
     if match is None:
-        raise ProfileUsageError(f"--shard: {_show(raw)} is not K/M (e.g. 1/2)")
+        raise ProfileUsageError(f"--shard: {_show(raw)} is not K/M (e.g. 1/2) or auto")
     index, count = int(match[1]), int(match[2])
     if count < 1 or not 1 <= index <= count:
         raise ProfileUsageError(f"--shard: {_show(raw)} needs 1 <= K <= M")

@@ -52,7 +52,7 @@ def profile(**given: Any) -> None:
     result = CommandResult()
     fmt: OutputFormat = "json" if raw.output_format == "json" else "text"
     try:
-        options = validate(raw)
+        options = validate(raw, os.environ)  # only --shard auto reads it
         # The modes (httpx, numpy, scipy, pydantic) load only now: --version and --help stay fast.
         from narwhal_profile_cli._run import execute
 
