@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+import uvloop
 
 BASE = "http://engine.test"
 
@@ -267,3 +268,12 @@ async def serve() -> AsyncIterator[Callable[[Respond], Awaitable[Engine]]]:
         for writer in engine.writers:
             writer.close()
         await server.wait_closed()
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Every asynchronous test here runs twice: on asyncio's own loop and on uvloop's, the one
+    vLLM's and Dynamo's environments hold (its transports are no subclass of asyncio's)."""
+    del config, item
+    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}

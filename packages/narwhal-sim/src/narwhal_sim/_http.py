@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import cast
 
 KEEP_ALIVE_S = 5.0
 """vLLM's default ``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``: an idle connection is closed after this."""
@@ -152,8 +153,9 @@ class _Connection(asyncio.Protocol):
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # Duck-typed, as asyncio's own streams take it: uvloop's TCP transport has every method of
+        # asyncio.Transport without being a subclass of it.
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self._peer = str(peer[0]) if peer else ""
         self._server.connections.add(self)
@@ -173,7 +175,9 @@ class _Connection(asyncio.Protocol):
             if not self._busy:
                 self._cancel_idle()
                 bound = self._server.drop_idle_after_s
-                if bound is not None and now - self._idle_since > bound:
+                # 0 drops every request that finds the connection idle: uvloop's clock counts
+                # whole milliseconds, so a request right after the connect reads as idle for 0 s
+                if bound is not None and (bound == 0 or now - self._idle_since > bound):
                     self._server.idle_drops += 1
                     self.close()  # the idle close crossed this request: never answered
                     return

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from narwhal_engine_client._errors import (
     ERROR_BODY_LIMIT,
@@ -128,8 +128,9 @@ class Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol --
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Duck-typed, as asyncio's own streams take it: uvloop's TCP transport has every method of
+        # asyncio.Transport without being a subclass of it.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         now = self.clock()
