@@ -177,3 +177,16 @@ def test_module_and_launcher_are_the_same_command() -> None:
     assert proc.returncode == 0
     for command in ("prepare", "run", "check", "reconcile"):
         assert command in proc.stdout
+
+
+@pytest.mark.parametrize("argv", [[str(LAUNCHER)], ["-m", "narwhal_trial"]])
+def test_version_prints_the_installed_distribution(argv: list[str]) -> None:
+    """``--version`` from the launcher and from ``python -m``: the distribution and its version,
+    exit 0; ``python -m`` names the command, not ``__main__.py``, in its usage line."""
+    proc = subprocess.run([sys.executable, *argv, "--version"], capture_output=True, text=True,
+                          timeout=60, check=False, env=trial_env())  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert re.fullmatch(r"narwhal-trial \d+\.\d+\.\d+\n", proc.stdout)
+    usage = subprocess.run([sys.executable, *argv, "--help"], capture_output=True, text=True,
+                           timeout=60, check=False, env=trial_env()).stdout  # fmt: skip
+    assert usage.startswith(f"Usage: {'load_trial.py' if argv[0] != '-m' else 'narwhal-trial'} ")

@@ -97,14 +97,17 @@ def describe(summary: Summary, settings: RunSettings) -> str:
     )
     interval = summary.attainment_interval
     pace = pace_label(settings.rate, settings.speedup)
-    lines = [
-        f"{pace}: {summary.good}/{summary.requests} good "
-        f"(need {summary.required_good}), attainment {summary.attainment:.3f} "
-        f"[{interval.low:.3f}, {interval.high:.3f}] -> {verdict}",
-        f"schedule {'valid' if summary.client_schedule_valid else 'INVALID'}: "
-        f"{summary.sent} sent, misses {summary.schedule_misses}, max lag "
-        f"{_ms(summary.max_lag_s)}, max in flight {summary.max_in_flight}",
-    ]
+    if summary.offered == 0 and summary.exit_code in (1, 130):
+        lines = [f"{pace}: not judged: the run stopped before its first offer -> {verdict}"]
+    else:
+        lines = [
+            f"{pace}: {summary.good}/{summary.requests} good "
+            f"(need {summary.required_good}), attainment {summary.attainment:.3f} "
+            f"[{interval.low:.3f}, {interval.high:.3f}] -> {verdict}",
+            f"schedule {'valid' if summary.client_schedule_valid else 'INVALID'}: "
+            f"{summary.sent} sent, misses {summary.schedule_misses}, max lag "
+            f"{_ms(summary.max_lag_s)}, max in flight {summary.max_in_flight}",
+        ]
     if summary.schedule is not None:
         lines.extend(schedule_lines(summary.schedule))
     failed = {k: v for k, v in summary.counts.items() if v and k != "completed"}

@@ -12,6 +12,7 @@ from narwhal_trial._commands import fail
 from narwhal_trial._edge_command import edge_command
 from narwhal_trial._edge_settings import EdgeSettings, predict_options
 from narwhal_trial._errors import TrialError
+from narwhal_trial._event_loop import DEFAULT_LOOP
 from narwhal_trial._replay import run_timing
 from narwhal_trial._run_options import (
     DRAIN_TIMEOUT_DEFAULT_S,
@@ -28,6 +29,7 @@ from narwhal_trial._run_options import (
     DrainTimeoutOpt,
     KeepaliveExpiryOpt,
     LaunchRecordOpt,
+    LoopOpt,
     MaxInFlightOpt,
     MaxLagOpt,
     MaxModelLenOpt,
@@ -150,6 +152,7 @@ def edge(
     drain_preset: DrainPresetOpt = None,
     drain_gauge: DrainGaugeOpt = None,
     transport: TransportOpt = "auto",
+    loop: LoopOpt = DEFAULT_LOOP,
     api_key_env: ApiKeyEnvOpt = None,
     max_model_len: MaxModelLenOpt = None,
     launch_record: LaunchRecordOpt = None,
@@ -192,6 +195,7 @@ def edge(
                 api_key_env,
                 max_model_len,
                 launch_record,
+                loop,
             ),
             command=inv.argv,
             launcher=inv.launcher,

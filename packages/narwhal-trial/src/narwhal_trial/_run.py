@@ -10,9 +10,11 @@ import resource
 import signal
 import sys
 import time
+import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Coroutine
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
@@ -20,6 +22,7 @@ import orjson
 from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineError, gc_paused
 from narwhal_trial._drain import wait_drained
 from narwhal_trial._errors import TrialError
+from narwhal_trial._event_loop import LoopFactory, resolve_loop
 from narwhal_trial._files import atomic_write, make_private_dir
 from narwhal_trial._frontend_read import read_frontend_scheduler
 from narwhal_trial._judge import Bounds, Outcome, judge, status_of
@@ -48,17 +51,19 @@ START_LEAD_NS = 20_000_000
 others."""
 
 
+def internal_error(exc: BaseException) -> str:
+    """One line for a bug: the exception, its message, and the frame that raised it (the first
+    of a group's, as anyio's task groups under httpx wrap them)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name})"
+    message = str(exc) or "no message"
+    return f"internal error: {type(exc).__name__}: {message}" + (where if frames else "")
+
+
 class _Interrupted(Exception):
     """SIGINT arrived; the run stops offering and closes what is in flight."""
-
-
-def _loop_factory() -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str]:
-    try:
-        import uvloop
-    except ImportError:
-        return None, "asyncio"
-    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
-    return factory, "uvloop"
 
 
 def run_trial(settings: RunSettings, *, clock: Clock = time.perf_counter_ns) -> Summary:
@@ -81,8 +86,9 @@ def run_trial(settings: RunSettings, *, clock: Clock = time.perf_counter_ns) -> 
     )
     if settings.otlp_receiver is not None:
         check_listen(*receiver_address(settings.otlp_receiver))
+    loop = resolve_loop(settings.loop)  # a uvloop that cannot be imported: refused here
     make_private_dir(settings.out, holds=RUN_FILES)
-    trial = _Trial(settings, loaded, records, clock)
+    trial = _Trial(settings, loaded, records, clock, loop)
     trial.watch = ServerWatch(targets) if targets else None
     return trial.execute()
 
@@ -94,8 +100,10 @@ class _Trial:
         loaded: LoadedWorkload,
         launch_records: list[LaunchRecord],
         clock: Clock,
+        loop: tuple[LoopFactory | None, str],
     ) -> None:
         self.settings = settings
+        self.loop_factory, self.loop_name = loop
         self.launch_records = launch_records
         self.workload = loaded.workload
         self.loaded = loaded
@@ -140,7 +148,6 @@ class _Trial:
 
     # -- the synchronous frame: files, the loop, the summary --
     def execute(self) -> Summary:
-        factory, loop_name = _loop_factory()
         out = self.settings.out
         try:
             kept = [
@@ -155,7 +162,7 @@ class _Trial:
             run_id=self.run_id,
             start_time=datetime.now(UTC).isoformat(timespec="milliseconds"),
             warmup_request_id=self.warmup_id,
-            event_loop=loop_name,
+            event_loop=self.loop_name,
             launch_records=kept,
         )
         try:
@@ -166,7 +173,7 @@ class _Trial:
         except OSError as exc:
             raise TrialError(f"cannot write the run records in {out}: {exc}") from exc
         try:
-            with asyncio.Runner(loop_factory=factory) as runner:
+            with asyncio.Runner(loop_factory=self.loop_factory) as runner:
                 runner.run(self._main())
         except KeyboardInterrupt:
             self.facts.interrupted = True
@@ -246,7 +253,7 @@ class _Trial:
         except TrialError as exc:
             self.facts.error = self.keys.refusal(exc) or exc.message
         except Exception as exc:
-            self.facts.error = f"internal error: {type(exc).__name__}: {exc}"
+            self.facts.error = internal_error(exc)
         finally:
             if self.receiver is not None:
                 self.receiver_counts = await asyncio.to_thread(self.receiver.stop)

@@ -17,6 +17,7 @@ import typer
 from narwhal_engine_client import DEFAULT_KEEPALIVE_EXPIRY_S
 from narwhal_trial._access import DEFAULT_API_KEY_ENV
 from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
+from narwhal_trial._event_loop import DEFAULT_LOOP, LoopChoice
 from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
 from narwhal_trial._settings import MAX_IN_FLIGHT, RunSettings
 from narwhal_trial._stats import parse_fraction, parse_seconds
@@ -111,6 +112,15 @@ TransportOpt = Annotated[
         "raw for http:// and httpx for https://.",
     ),
 ]
+LoopOpt = Annotated[
+    LoopChoice,
+    typer.Option(
+        "--loop",
+        help="The client's event loop: asyncio (the standard library's) or uvloop (faster per "
+        "request; needs uvloop installed, as every vLLM environment has it); auto picks uvloop "
+        "when it can be imported. The manifest records the loop used (event_loop).",
+    ),
+]
 LaunchRecordOpt = Annotated[
     list[Path] | None,
     typer.Option(
@@ -152,6 +162,7 @@ class ClientOptions:
     api_key_env: str | None
     max_model_len: int | None
     launch_record: list[Path] | None
+    loop: LoopChoice = DEFAULT_LOOP
 
 
 def run_settings(
@@ -190,4 +201,5 @@ def run_settings(
         api_key_env=client.api_key_env,
         max_model_len=client.max_model_len,
         launch_records=tuple(client.launch_record or ()),
+        loop=client.loop,
     )

@@ -14,6 +14,7 @@ from narwhal_engine_client import DEFAULT_KEEPALIVE_EXPIRY_S, StreamTransport
 from narwhal_trial._access import ApiKeyEnv, refuse_credentials
 from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
 from narwhal_trial._errors import TrialUsageError
+from narwhal_trial._event_loop import DEFAULT_LOOP, LoopChoice, check_loop
 from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
 
 RUN_FILES = ("manifest.json", "requests.jsonl", "summary.json")
@@ -109,6 +110,8 @@ class RunSettings:
     """``--otlp-wait``: how long after the last stream to wait for the last spans"""
     speedup: float | None = None
     """``--speedup``: a scheduled workload's time axis divided by it (None: the runbook's)"""
+    loop: LoopChoice = DEFAULT_LOOP
+    """``--loop``: the client's event loop (``auto``: uvloop when importable, else asyncio)"""
 
     def validate(self) -> None:
         """Raise TrialUsageError (exit 1, before anything is touched) for a value the run cannot
@@ -183,6 +186,7 @@ class RunSettings:
             receiver_address(self.otlp_receiver)
         if not (math.isfinite(self.otlp_wait_s) and 0 <= self.otlp_wait_s <= 600):
             raise TrialUsageError(f"--otlp-wait must be 0 to 600 seconds, got {self.otlp_wait_s}")
+        check_loop(self.loop)
         if self.otlp_receiver is not None and not self.server_metrics:
             raise TrialUsageError("--otlp-receiver needs the server view: drop --no-server-metrics")
 
@@ -233,6 +237,7 @@ class RunSettings:
             "server_metrics": self.server_metrics,
             "otlp_receiver": self.otlp_receiver,
             "otlp_wait": self.otlp_wait_s,
+            "loop": self.loop,
             # only a scheduled workload's run has it: the runbook's manifest is unchanged
             **({} if self.speedup is None else {"speedup": self.speedup}),
         }

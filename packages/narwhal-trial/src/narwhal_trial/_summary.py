@@ -63,8 +63,11 @@ def summarize(records: Sequence[RequestRecord], facts: RunFacts) -> Summary:
     low, high = wilson_interval(good, facts.requests)
     lags = [r.lag_s for r in sent]
     max_lag = max(lags) if lags else None
-    valid = not misses and (max_lag is None or max_lag <= facts.max_lag_s)
-    passed = good >= need
+    # A run that stopped (blocking error, interrupt) before its first offer judged nothing: no
+    # schedule was kept to be proven valid and no request could pass.
+    judged = bool(records) or (facts.error is None and not facts.interrupted)
+    valid = judged and not misses and (max_lag is None or max_lag <= facts.max_lag_s)
+    passed = judged and good >= need
     sent_times = sorted(r.sent_s for r in sent if r.sent_s is not None)
     achieved = (
         (len(sent_times) - 1) / (sent_times[-1] - sent_times[0])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
@@ -28,6 +29,7 @@ from narwhal_trial._commands import (
     reconcile_command,
 )
 from narwhal_trial._errors import TrialError, TrialUsageError
+from narwhal_trial._event_loop import DEFAULT_LOOP
 from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import DEFAULT_REPLICATIONS, MAX_REPLICATIONS, PredictRequest
 from narwhal_trial._predict_workload import workload_shape
@@ -49,6 +51,7 @@ from narwhal_trial._run_options import (
     DrainTimeoutOpt,
     KeepaliveExpiryOpt,
     LaunchRecordOpt,
+    LoopOpt,
     MaxInFlightOpt,
     MaxLagOpt,
     MaxModelLenOpt,
@@ -99,6 +102,7 @@ def _app() -> typer.Typer:
     )
     from narwhal_trial._edge_cli import edge  # imports this module's option types
 
+    app.callback()(_root)
     app.command("prepare")(prepare)
     app.command("run")(run)
     app.command("check")(check)
@@ -106,6 +110,26 @@ def _app() -> typer.Typer:
     app.command("predict")(predict)
     app.command("edge")(edge)
     return app
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"narwhal-trial {metadata.version('narwhal-trial')}")
+        raise typer.Exit(0)
+
+
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print the installed narwhal-trial version.",
+        ),
+    ] = False,
+) -> None:
+    """The options before the command."""
 
 
 def prepare(
@@ -237,6 +261,7 @@ def run(
     drain_preset: DrainPresetOpt = None,
     drain_gauge: DrainGaugeOpt = None,
     transport: TransportOpt = "auto",
+    loop: LoopOpt = DEFAULT_LOOP,
     api_key_env: ApiKeyEnvOpt = None,
     max_model_len: MaxModelLenOpt = None,
     launch_record: LaunchRecordOpt = None,
@@ -319,6 +344,7 @@ def run(
             api_key_env,
             max_model_len,
             launch_record,
+            loop,
         ),
         command=inv.argv,
         launcher=inv.launcher,
@@ -605,7 +631,9 @@ def predict(
 def main(argv: list[str] | None = None, *, launcher: Path | None = None) -> None:
     """Entry point of ``narwhal-trial``; the launcher passes its own path for the helper digest."""
     args = list(sys.argv[1:] if argv is None else argv)
-    prog = launcher.name if launcher is not None else Path(sys.argv[0]).name or "narwhal-trial"
+    prog = launcher.name if launcher is not None else Path(sys.argv[0]).name
+    if prog in ("", "__main__.py"):  # python -m narwhal_trial
+        prog = "narwhal-trial"
     command = (sys.executable, sys.argv[0], *args) if argv is None else ("narwhal-trial", *args)
     inv = _Invocation(prog=prog, argv=command, launcher=launcher)
     sys.exit(_invoke(args or ["--help"], prog, inv))
