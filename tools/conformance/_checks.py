@@ -75,6 +75,25 @@ async def _stream_record(url: str, key: str | None, body: bytes, request_id: str
         return await client.stream_completion(body, request_id=request_id)
 
 
+def assert_check_verdict(check: cmd.Done, profile: dict[str, Any]) -> None:
+    """``check`` against the store holding ``profile``: at least five items (context limit, both
+    profile domains, prefix caching from the metrics and the launch record) ``ok``, and the
+    decode-fit-quality item ``ok`` (exit 0) exactly when the stored decode fit is within
+    ``DECODE_MEAN_BOUND`` mean and ``DECODE_WORST_BOUND`` worst-point relative error, else
+    ``FAIL`` (exit 2), showing the stored figures."""
+    lines = check.stdout.splitlines()
+    decode = profile["decode_fit"]
+    mean, worst = decode["mean_rel_error"], decode["worst_rel_error"]
+    good = mean <= DECODE_MEAN_BOUND and worst <= DECODE_WORST_BOUND
+    quality = [line for line in lines if "decode fit quality" in line]
+    others = [line for line in lines if line.startswith(("ok", "FAIL")) and line not in quality]
+    assert len(quality) == 1, check.brief()
+    assert len(others) >= 5 and all(line.startswith("ok") for line in others), check.brief()
+    assert quality[0].startswith("ok" if good else "FAIL"), (mean, worst, check.brief())
+    assert f"mean relative error {mean:.1%}, worst {worst:.1%}" in quality[0]
+    assert check.returncode == (0 if good else 2), check.brief()
+
+
 class SuiteChecks:
     """The protocol truths; each variant module provides a module-scoped ``suite`` fixture."""
 
@@ -197,19 +216,7 @@ class SuiteChecks:
         within the bounds ``check`` enforces (``DECODE_MEAN_BOUND`` mean, ``DECODE_WORST_BOUND``
         worst-point relative error), and FAILs (exit 2) otherwise, showing the stored figures.
         (How good the fit is depends on the machine's load: not asserted.)"""
-        lines = suite.check.stdout.splitlines()
-        decode = suite.profile_doc()["decode_fit"]
-        mean, worst = decode["mean_rel_error"], decode["worst_rel_error"]
-        good = mean <= DECODE_MEAN_BOUND and worst <= DECODE_WORST_BOUND
-        quality = [line for line in lines if "decode fit quality" in line]
-        others = [line for line in lines if line.startswith(("ok", "FAIL")) and line not in quality]
-        assert len(quality) == 1, suite.check.brief()
-        assert len(others) >= 5 and all(line.startswith("ok") for line in others), (
-            suite.check.brief()
-        )
-        assert quality[0].startswith("ok" if good else "FAIL"), (mean, worst, suite.check.brief())
-        assert f"mean relative error {mean:.1%}, worst {worst:.1%}" in quality[0]
-        assert suite.check.returncode == (0 if good else 2), suite.check.brief()
+        assert_check_verdict(suite.check, suite.profile_doc())
 
     # --- single requests -------------------------------------------------------------------
 

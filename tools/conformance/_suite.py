@@ -29,6 +29,13 @@ TRIAL_REQUESTS = 4
 TRIAL_RATE = "1"
 #: Bounds so loose that only a broken request misses them: the trial's verdict is not under test.
 TRIAL_BOUNDS = ("--ttft", "60", "--tpot", "5", "--attainment", "1", "--max-lag", "1")
+#: The fleet entry's engine contract: what every server of the tier is launched with.
+ENGINE_CONTRACT = {
+    "model": SERVED_MODEL,
+    "max_model_len": MAX_MODEL_LEN,
+    "version": VLLM_VERSION,
+    "prefix_caching": False,
+}
 
 
 @dataclass(frozen=True)
@@ -182,14 +189,13 @@ def run_suite(
 ) -> Suite:
     """Profile, prepare, run and check against ``server``; keep everything."""
     env = dict(env or {})
-    contract = {
-        "model": SERVED_MODEL,
-        "max_model_len": MAX_MODEL_LEN,
-        "version": VLLM_VERSION,
-        "prefix_caching": False,
-    }
     fleet = cmd.write_fleet(
-        root, server.url, iid=IID, model=SERVED_MODEL, api_key_env=fleet_key_env, contract=contract
+        root,
+        server.url,
+        iid=IID,
+        model=SERVED_MODEL,
+        api_key_env=fleet_key_env,
+        contract=ENGINE_CONTRACT,
     )
     launch_record = root / "launch-record.txt"
     launch_record.write_text(server.launch_record(), encoding="utf-8")

@@ -1,5 +1,6 @@
 """Fixtures of the conformance tier: the vLLM venv, the model folder, one server at a time; the
-Dynamo venv and its model folder (``dynamo``, for ``test_dynamo.py``).
+Dynamo venv and its model folder (``dynamo``, for ``test_dynamo.py``); our wheels (``wheels``,
+built once for the tests that install them into an engine's venv).
 
 Run through ``make conformance`` (``python -m tools.conformance.run``), which installs or reuses the
 venv and builds the model first and passes them in ``NARWHAL_CONFORMANCE_*`` variables; run
@@ -20,6 +21,7 @@ import pytest
 
 from ._dynamo import build_model_folder
 from ._dynamo_venv import default_dynamo_venv, ensure_dynamo_venv
+from ._installed import Wheels, build_wheels
 from ._model import build_model
 from ._state import Conformance
 from ._venv import default_venv, ensure_venv
@@ -107,3 +109,11 @@ def dynamo() -> Iterator[Conformance]:
     )
     yield state
     _save(state)
+
+
+@pytest.fixture(scope="session")
+def wheels() -> Wheels:
+    """Every package's wheel, ``uv build --all-packages`` into the run folder's ``wheels/``, once
+    per session (log ``wheels-build.log``)."""
+    run_dir = _run_dir()
+    return build_wheels(run_dir / "wheels", run_dir / "wheels-build.log")

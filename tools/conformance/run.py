@@ -5,11 +5,12 @@ default ``.conformance/venv``), builds the model folder (tiny llama config, rand
 tokenizer trained here), installs or reuses NVIDIA Dynamo 1.6.1's venv beside it
 (``$NARWHAL_DYNAMO_VENV``, default ``~/.cache/narwhal-conformance/dynamo-1.6.1``), then runs the
 pytest tier in ``tools/conformance`` (one server variant at a time: default, ``--stream-interval
-4``, API key, then Dynamo's frontend with its mocker). Everything a run writes goes into
-``.conformance/runs/<UTC time>/``: the install log, the model, each variant's files and server
-log, and ``results.json`` with the wall times and the figures. Exit 0 only when every test
-passed and none was skipped; 1 when the venv cannot be installed or the model built, or a test
-failed; 130 when interrupted.
+4``, API key, then Dynamo's frontend with its mocker; our wheels, built once, are installed with
+pip into vLLM's and Dynamo's venvs and run from there, then taken out). Everything a run writes
+goes into ``.conformance/runs/<UTC time>/``: the install log, the model, the wheels, each
+variant's files and server log, and ``results.json`` with the wall times and the figures. Exit 0
+only when every test passed and none was skipped; 1 when the venv cannot be installed or the model
+built, or a test failed; 130 when interrupted.
 
 Run from the checkout's root: ``.venv/bin/python -m tools.conformance.run [PYTEST ARGS...]``.
 """

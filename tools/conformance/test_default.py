@@ -3,14 +3,25 @@ figures (prefill and decode mean/worst relative error) for results.json."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 
 from . import _browser as browser
 from . import _commands as cmd
-from ._checks import RefusalChecks, SuiteChecks
+from ._checks import RefusalChecks, SuiteChecks, assert_check_verdict
 from ._edge_check import MAX_NUM_SEQS, EdgeCheck, run_edge_check, write_limits
+from ._installed import Wheels
+from ._installed_runs import (
+    SHAPE,
+    InstalledRun,
+    assert_left_as_found,
+    assert_no_version_changed,
+    assert_runs_from_the_venv,
+    assert_trial_ran,
+    run_in_vllm_venv,
+)
 from ._state import Conformance
 from ._suite import (
     DRAIN_GAUGES,
@@ -24,6 +35,10 @@ from ._tpot import compare
 from ._trace_check import WINDOWS, TraceReplay, check_replay, replay_samples
 
 VARIANT = "default"
+#: The folder and results.json key of our packages installed into vLLM's venv.
+INSTALLED = "installed-vllm"
+#: The limits file the suite's profile is given (the server's budget and cap).
+PROFILE_LIMITS = "profile-limits.json"
 #: vLLM 0.32's per-step token budget for its OpenAI server on a CPU (``--max-num-batched-tokens``
 #: unset: 2,048 per CPU socket, vllm/engine/arg_utils.py); the server does not show it without
 #: its development endpoints, so the profile is given it in a limits file.
@@ -43,7 +58,7 @@ def suite(conformance: Conformance) -> Iterator[Suite]:
     batch: the prediction check's overloaded rates stay inside the profiled domain, in the model as
     in the engine), started for this module only, and the commands run against it."""
     folder = conformance.folder(VARIANT)
-    limits = write_limits(folder, "profile-limits.json", max_num_batched_tokens=CPU_DEFAULT_BUDGET)
+    limits = write_limits(folder, PROFILE_LIMITS, max_num_batched_tokens=CPU_DEFAULT_BUDGET)
     with conformance.server(VARIANT, extra=("--max-num-seqs", str(MAX_NUM_SEQS))) as server:
         done = run_suite(
             VARIANT, server, folder, profile_extra=("--limits", str(limits), "--mixing")
@@ -228,3 +243,62 @@ def test_a_trace_window_replays_on_its_schedule(
     clipped to the served 4,096 tokens), predict, run at its speedup, report; every request with
     the engine's exact token counts."""
     check_replay(trace_replays[index])
+
+
+@pytest.fixture(scope="module")
+def installed_vllm(suite: Suite, conformance: Conformance, wheels: Wheels) -> InstalledRun:
+    """Our wheels installed with plain pip into vLLM's own venv, every command run from there
+    against this server, then taken out of the venv again (before any test asserts)."""
+    venv = conformance.python.parents[1]
+    folder = conformance.folder(INSTALLED)
+    run = run_in_vllm_venv(suite, venv, wheels, folder, suite.root / PROFILE_LIMITS)
+    conformance.record(INSTALLED, **run.figures())
+    return run
+
+
+class TestInstalledInVllmVenv:
+    """narwhal-profile, narwhal-trial and narwhal-report installed into vLLM's venv beside vLLM's
+    own pins (uvloop among them) and run from there, as an operator would."""
+
+    def test_installed_changes_no_version_in_vllms_venv(self, installed_vllm: InstalledRun) -> None:
+        """pip added packages (recorded) but moved none of vLLM's: no pin conflict."""
+        assert_no_version_changed(installed_vllm.install)
+
+    def test_installed_commands_run_from_vllms_venv(self, installed_vllm: InstalledRun) -> None:
+        """Every package imports from vLLM's venv; nothing of the checkout is on the path."""
+        assert_runs_from_the_venv(installed_vllm)
+
+    def test_installed_profile_from_vllms_venv(self, installed_vllm: InstalledRun) -> None:
+        """A small sweep: exit 0, one profile in the store."""
+        done = installed_vllm.get("narwhal-profile")
+        assert done.returncode == 0, done.brief()
+        assert done.json()["fits"], done.brief()
+        assert len(cmd.read_json(installed_vllm.store)["profiles"]) == 1
+
+    def test_installed_trial_from_vllms_venv(self, installed_vllm: InstalledRun) -> None:
+        """prepare, and a 16-request run on uvloop: every request sent and completed."""
+        assert_trial_ran(installed_vllm, SHAPE.trial_output)
+
+    def test_installed_check_and_predict_from_vllms_venv(
+        self, installed_vllm: InstalledRun
+    ) -> None:
+        """check against the profile just made (the same verdict as the suite's), and predict
+        from it (exit 0 or 2, a prediction)."""
+        store = cmd.read_json(installed_vllm.store)
+        assert_check_verdict(installed_vllm.get("narwhal-trial check"), store["profiles"][0])
+        predict = installed_vllm.get("narwhal-trial predict")
+        assert predict.returncode in (0, 2), predict.brief()
+        prediction = json.loads(predict.stdout)["prediction"]
+        assert 0 <= prediction["pass_probability"] <= 1, prediction
+
+    def test_installed_report_from_vllms_venv(self, installed_vllm: InstalledRun) -> None:
+        """narwhal-report over that store and run writes its page."""
+        done = installed_vllm.get("narwhal-report")
+        assert done.returncode == 0, done.brief()
+        page = (installed_vllm.folder / "report.html").read_text(encoding="utf-8")
+        for ident in ("store-1", "trial-1-run"):
+            assert f'id="{ident}"' in page, ident
+
+    def test_installed_vllms_venv_left_as_found(self, installed_vllm: InstalledRun) -> None:
+        """Afterwards vLLM's venv holds exactly the packages it held before."""
+        assert_left_as_found(installed_vllm.install)

@@ -37,9 +37,20 @@ from ._dynamo_suite import (
     run_dynamo_suite,
     write_transcript,
 )
+from ._installed import Wheels
+from ._installed_runs import (
+    InstalledRun,
+    assert_left_as_found,
+    assert_no_version_changed,
+    assert_runs_from_the_venv,
+    assert_trial_ran,
+    run_in_dynamo_venv,
+)
 from ._state import Conformance
 
 VARIANT = "dynamo"
+#: The folder and results.json key of narwhal-trial installed into Dynamo's venv.
+INSTALLED = "installed-dynamo"
 #: The fields Dynamo 1.6.1's frontend refuses on a completion (400 "Unsupported parameter(s)").
 OMITTED = ("add_special_tokens", "return_token_ids")
 
@@ -132,6 +143,28 @@ def request_fields_item(manifest: dict[str, Any], key: str) -> Any:
     """``request_fields[key]`` of the manifest (or a top-level ``key``)."""
     fields = manifest.get("request_fields") or {}
     return fields[key] if key in fields else manifest.get(key)
+
+
+def assert_frontend_check(done: cmd.Done) -> None:
+    """``check`` of the frontend fleet with an empty store and no launch record: the context
+    limit, the prefix-caching item and the frontend's scheduler settings pass; exactly the
+    accepted profile and the launch record fail (exit 2)."""
+    assert done.returncode == 2, done.brief()
+    lines = done.stdout.splitlines()
+    need = INPUT_TOKENS + OUTPUT_TOKENS
+    for ok in (
+        f"ok   mocker: context limit: {need} tokens, max_model_len {MAX_MODEL_LEN}",
+        "ok   mocker: scheduler settings (frontend): max_num_seqs 256, max_num_batched_tokens 8192",
+    ):
+        assert ok in lines, done.brief()
+    assert any(
+        line.startswith("ok   mocker: prefix caching off (metrics): a Dynamo frontend's page")
+        for line in lines
+    ), done.brief()
+    failed = [line for line in lines if line.startswith("FAIL")]
+    assert len(failed) == 2, done.brief()
+    assert failed[0].startswith("FAIL mocker: accepted profile"), done.brief()
+    assert failed[1].startswith("FAIL launch records: launch record"), done.brief()
 
 
 class TestDynamoFrontend:
@@ -301,21 +334,43 @@ class TestDynamoTrial:
         the prefix-caching item (left to the launch records: the page has no cache config) and
         the scheduler settings it publishes (256 sequences, 8,192 tokens) pass; the accepted
         profile and the launch record, of which there are none, fail: exit 2."""
-        done = dynamo_suite.check
-        assert done.returncode == 2, done.brief()
-        lines = done.stdout.splitlines()
-        need = INPUT_TOKENS + OUTPUT_TOKENS
-        for ok in (
-            f"ok   mocker: context limit: {need} tokens, max_model_len {MAX_MODEL_LEN}",
-            "ok   mocker: scheduler settings (frontend): max_num_seqs 256, "
-            "max_num_batched_tokens 8192",
-        ):
-            assert ok in lines, done.brief()
-        assert any(
-            line.startswith("ok   mocker: prefix caching off (metrics): a Dynamo frontend's page")
-            for line in lines
-        ), done.brief()
-        failed = [line for line in lines if line.startswith("FAIL")]
-        assert len(failed) == 2, done.brief()
-        assert failed[0].startswith("FAIL mocker: accepted profile"), done.brief()
-        assert failed[1].startswith("FAIL launch records: launch record"), done.brief()
+        assert_frontend_check(dynamo_suite.check)
+
+
+@pytest.fixture(scope="module")
+def installed_dynamo(
+    dynamo_suite: DynamoSuite, dynamo: Conformance, wheels: Wheels
+) -> InstalledRun:
+    """narwhal-trial (with its tokenizer extra) installed with plain pip into Dynamo's own venv,
+    prepare, run and check through the frontend from there, then taken out again."""
+    venv = dynamo.python.parents[1]
+    folder = dynamo.folder(INSTALLED)
+    run = run_in_dynamo_venv(dynamo_suite.stack, venv, wheels, folder)
+    dynamo.record(INSTALLED, **run.figures())
+    return run
+
+
+class TestDynamoInstalled:
+    """narwhal-trial installed into Dynamo's venv beside Dynamo's packages and run from there."""
+
+    def test_dynamo_installed_changes_no_version(self, installed_dynamo: InstalledRun) -> None:
+        """pip added packages (recorded) but moved none of Dynamo's: no pin conflict."""
+        assert_no_version_changed(installed_dynamo.install)
+
+    def test_dynamo_installed_runs_from_its_venv(self, installed_dynamo: InstalledRun) -> None:
+        """narwhal-trial and its narwhal dependencies import from Dynamo's venv."""
+        assert_runs_from_the_venv(installed_dynamo)
+
+    def test_dynamo_installed_trial_through_the_frontend(
+        self, installed_dynamo: InstalledRun
+    ) -> None:
+        """prepare with the tokenizer, a 16-request run on uvloop: every request completed."""
+        assert_trial_ran(installed_dynamo, OUTPUT_TOKENS)
+
+    def test_dynamo_installed_check(self, installed_dynamo: InstalledRun) -> None:
+        """check through the frontend: the same verdict as the tier's own check."""
+        assert_frontend_check(installed_dynamo.get("narwhal-trial check"))
+
+    def test_dynamo_installed_venv_left_as_found(self, installed_dynamo: InstalledRun) -> None:
+        """Afterwards Dynamo's venv holds exactly the packages it held before."""
+        assert_left_as_found(installed_dynamo.install)
