@@ -186,7 +186,7 @@ def test_version_prints_the_installed_distribution(argv: list[str]) -> None:
     proc = subprocess.run([sys.executable, *argv, "--version"], capture_output=True, text=True,
                           timeout=60, check=False, env=trial_env())  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert re.fullmatch(r"narwhal-trial \d+\.\d+\.\d+\n", proc.stdout)
+    assert re.fullmatch(r"narwhal-trial \(narwhal-trial\) \d+\.\d+\.\d+\n", proc.stdout)
     usage = subprocess.run([sys.executable, *argv, "--help"], capture_output=True, text=True,
                            timeout=60, check=False, env=trial_env()).stdout  # fmt: skip
     assert usage.startswith(f"Usage: {'load_trial.py' if argv[0] != '-m' else 'narwhal-trial'} ")

@@ -114,7 +114,7 @@ def _app() -> typer.Typer:
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"narwhal-trial {metadata.version('narwhal-trial')}")
+        typer.echo(f"narwhal-trial (narwhal-trial) {metadata.version('narwhal-trial')}")
         raise typer.Exit(0)
 
 
