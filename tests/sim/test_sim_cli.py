@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,16 @@ def test_help_lists_options() -> None:
         "--allow-non-loopback",
     ):
         assert option in result.output
+
+
+def test_version_prints_the_installed_distribution() -> None:
+    """`narwhal-sim --version` prints `narwhal-sim (narwhal-sim) VERSION` from the installed
+    metadata and exits 0, before any command; the group help lists it."""
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"narwhal-sim (narwhal-sim) {metadata.version('narwhal-sim')}"
+    helped = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert helped.exit_code == 0 and "--version" in helped.output and "presets" in helped.output
 
 
 def test_presets_listed() -> None:

@@ -2,12 +2,14 @@
 
 Errors are one line ``narwhal-report: error: …``: exit 2 for bad input (a missing path, one that
 is neither a profile store nor a trial run folder, an unusable --out), 1 for a blocking error, 130
-when interrupted. Nothing is written on failure.
+when interrupted. Nothing is written on failure. ``--version`` prints the installed distribution's
+version (from its metadata).
 """
 
 from __future__ import annotations
 
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +19,13 @@ from narwhal_report._errors import ReportError
 from narwhal_report._report import write_report
 
 PROG = "narwhal-report"
+DISTRIBUTION = "narwhal-report"
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"{PROG} ({DISTRIBUTION}) {metadata.version(DISTRIBUTION)}")
+        raise typer.Exit(0)
 
 
 def _command(
@@ -47,9 +56,19 @@ def _command(
             "per prompt token to move a split request's KV (as predict's option).",
         ),
     ] = 0.0,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_version_callback,
+            help="Print the installed distribution version.",
+        ),
+    ] = False,
 ) -> None:
     """Profiles and trials as one offline HTML page: fits, CDFs, timelines, attainment against
     rate with the prediction, measured edges beside the predicted band. No engine is contacted."""
+    del version  # handled by its eager callback
     try:
         written = write_report(paths, out, fleet=fleet, kv_transfer_s_per_token=kv_transfer)
     except ReportError as exc:

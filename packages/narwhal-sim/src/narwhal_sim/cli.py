@@ -1,4 +1,7 @@
-"""``narwhal-sim``: serve a simulated vLLM fleet (thin typer shell over the library)."""
+"""``narwhal-sim``: serve a simulated vLLM fleet (thin typer shell over the library).
+
+``--version`` prints the installed distribution's version (from its metadata).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import asyncio
 import math
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -28,6 +32,9 @@ from narwhal_sim._presets import DEFAULT_PRESET, get_preset, presets
 from narwhal_sim._router import ROUTER_OMITS
 from narwhal_store import StoreError, load_fleet
 
+PROG = "narwhal-sim"
+DISTRIBUTION = "narwhal-sim"
+
 app = typer.Typer(
     name="narwhal-sim",
     help="A vLLM-compatible simulated GPU fleet (engines + router) for tests, demos, benchmarks.",
@@ -35,6 +42,27 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"{PROG} ({DISTRIBUTION}) {metadata.version(DISTRIBUTION)}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_version_callback,
+            help="Print the installed distribution version.",
+        ),
+    ] = False,
+) -> None:
+    """The options before a command (``--version``)."""
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
