@@ -49,12 +49,13 @@ install-check: setup ## Every README install line run as written in fresh venvs 
 demo: setup ## Simulated fleet: profile, predict, trial at 0.5 and 1 req/s (FULL=1: 200 requests) and past the edge, reconcile, measure the edge, report
 	$(VENV)/bin/python tools/demo.py
 
-bench: setup bench-profile ## Benchmarks (not part of `make test`): bench-profile, simulator overhead, trial-client fidelity, trace reading, trace replay at scale, Poisson against constant arrivals
+bench: setup bench-profile ## Benchmarks (not part of `make test`): bench-profile, simulator overhead, trial-client fidelity, trace reading, trace replay at scale, Poisson against constant arrivals, asyncio against uvloop
 	$(VENV)/bin/python bench/sim_bench.py --streams 64 --tokens 400
 	$(VENV)/bin/python bench/trial_fidelity.py
 	$(VENV)/bin/python bench/trace_read.py
 	$(VENV)/bin/python bench/trace_scale.py
 	$(VENV)/bin/python bench/arrivals_compare.py
+	$(VENV)/bin/python bench/loop_compare.py
 
 bench-profile: setup ## narwhal-profile benchmarks (part of `make bench`): sweep fidelity, overhead, --parallel-groups
 	$(VENV)/bin/python bench/profile/sweep_fidelity.py

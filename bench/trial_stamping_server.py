@@ -84,7 +84,7 @@ class StampServer:
                 b"transfer-encoding: chunked\r\n\r\n"
             )
             head = b'data: {"id":"cmpl-' + rid.encode() + b'","object":"text_completion","model":"'
-            head += MODEL.encode() + b'","choices":[{"index":0,"text":" x","token_ids":null,'
+            head += MODEL.encode() + b'","choices":[{"index":0,"text":" x","token_ids":[7],'
             start = arrived + self.ttft_ns
             for i in range(tokens):
                 due = start + i * self.tpot_ns

@@ -107,7 +107,8 @@ def test_offers_stalled_before_the_wire_are_misses_not_late_sends(
     for n in stalled_offers:
         rec = by_seq[n]
         assert rec["status"] == "client_schedule_miss" and rec["miss_reason"] == "lag", rec
-        assert not rec["sent"] and rec["bytes_sent"] == 0 and rec["lag_s"] >= STALL_S
+        # uvloop's timers count whole milliseconds: a sleep may end up to 1 ms early
+        assert not rec["sent"] and rec["bytes_sent"] == 0 and rec["lag_s"] >= STALL_S - 0.002
         assert "beyond the lag limit" in rec["error"]
     sent = [r for r in records if r["sent"]]
     assert sent and all(r["lag_s"] <= 0.05 for r in sent)

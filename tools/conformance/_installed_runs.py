@@ -166,10 +166,6 @@ class InstalledRun:
         assert path.is_file(), f"no manifest.json\n{self.get('narwhal-trial run').brief()}"
         return cmd.read_json(path)
 
-    def loop_option(self) -> bool:
-        """Whether the installed ``run`` has ``--loop`` (it then records ``event_loop``)."""
-        return "--loop" in self.get("narwhal-trial run-help").stdout
-
     def write_transcript(self) -> Path:
         """Every command's argv, exit code and outputs into ``commands.log``."""
         path = self.folder / "commands.log"
@@ -207,13 +203,10 @@ class InstalledRun:
 
 
 def _run_trial(run: InstalledRun, base: str, flags: tuple[str, ...]) -> cmd.Done:
-    """``run --help`` (does it have ``--loop``?), then ``run`` of ``REQUESTS`` at ``RATE`` with
+    """``run --loop auto`` (uvloop, which the engine's venv has) of ``REQUESTS`` at ``RATE`` with
     ``flags`` (bounds, drain gauges, limits)."""
-    run.done["narwhal-trial run-help"] = cmd.run(
-        [str(run.venv / "bin" / "narwhal-trial"), "run", "--help"], env=clean_env(), cwd=run.cwd
-    )
     return run.command(
-        "narwhal-trial", "run", "--base", base, "--workload", run.workload,
+        "narwhal-trial", "run", "--base", base, "--workload", run.workload, "--loop", "auto",
         "--rate", RATE, "--requests", str(REQUESTS), *flags, "--out", run.run_dir,
     )  # fmt: skip
 
@@ -324,7 +317,7 @@ def assert_runs_from_the_venv(run: InstalledRun) -> None:
 
 def assert_trial_ran(run: InstalledRun, output_tokens: int) -> None:
     """prepare exit 0; run exit 0 or 2 with every request sent and completed with its output
-    tokens, no error; the manifest records uvloop (the installed ``run`` has ``--loop``)."""
+    tokens, no error; the manifest records uvloop, which ``--loop auto`` found there."""
     prepare = run.get("narwhal-trial prepare")
     assert prepare.returncode == 0, prepare.brief()
     done = run.get("narwhal-trial run")
@@ -336,8 +329,7 @@ def assert_trial_ran(run: InstalledRun, output_tokens: int) -> None:
     records = cmd.read_jsonl(run.run_dir / "requests.jsonl")
     assert len(records) == REQUESTS, done.brief()
     assert all(r["completion_tokens"] == output_tokens for r in records), records
-    if run.loop_option():
-        assert run.manifest().get("event_loop") == EXPECTED_LOOP, run.manifest().get("event_loop")
+    assert run.manifest().get("event_loop") == EXPECTED_LOOP, run.manifest().get("event_loop")
 
 
 def assert_left_as_found(install: Install) -> None:

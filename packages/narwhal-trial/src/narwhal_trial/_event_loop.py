@@ -1,9 +1,10 @@
 """The event loop a run's client runs on: asyncio's own or uvloop, chosen by ``--loop``.
 
-``auto`` takes uvloop when it can be imported (every vLLM and Dynamo environment has it) and
-asyncio's loop otherwise; ``asyncio`` and ``uvloop`` ask for one of them, and ``uvloop`` where it is
-not installed is a usage error before anything is touched. The choice never changes the process's
-event-loop policy: the loop is made by a factory handed to ``asyncio.Runner``.
+``asyncio`` (the default) and ``uvloop`` ask for one of them, and ``uvloop`` where it is not
+installed is a usage error before anything is touched; ``auto`` takes uvloop when it can be
+imported (every vLLM and Dynamo environment has it) and asyncio's loop otherwise. The choice
+never changes the process's event-loop policy: the loop is made by a factory handed to
+``asyncio.Runner``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from narwhal_trial._errors import TrialUsageError
 LoopChoice = Literal["auto", "asyncio", "uvloop"]
 """``--loop``: which event loop carries the run's requests."""
 LOOP_CHOICES: tuple[LoopChoice, ...] = ("auto", "asyncio", "uvloop")
-DEFAULT_LOOP: LoopChoice = "auto"
-"""uvloop when importable: at 2,000 offers/s on one core it costs the client less CPU per request
-than asyncio's loop (docs/benchmarks.md, "Event loops")."""
+DEFAULT_LOOP: LoopChoice = "asyncio"
+"""asyncio's own loop: measured against uvloop under the trial's client (``bench/loop_compare.py``,
+docs/benchmarks.md) it cost no more CPU per request and added less to TTFT at the 99th
+percentile, so the standard library's loop is the default and uvloop is asked for."""
 
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
