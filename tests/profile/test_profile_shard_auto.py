@@ -9,7 +9,6 @@ result with a one-process profile of the same engines.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,13 +96,12 @@ def test_validate_reads_only_the_environment_it_is_handed(monkeypatch: pytest.Mo
 
 
 def test_a_count_far_above_the_groups_costs_nothing() -> None:
-    """Only as many shares as there are groups are dealt: share 1 of 10^12 is the largest group."""
+    """Only as many shares as there are groups are dealt: share 1 of 10^12 is the largest group
+    (dealing all 10^12 shares raised MemoryError)."""
     units = group_units(load_fleet(EXAMPLES / "fleet.json").config.engines)
-    started = time.monotonic()
     (first,) = shard_units(units, Shard(1, 10**12))
     with pytest.raises(ProfileUsageError, match=r"share 10 of 1000000000000 is empty"):
         shard_units(units, Shard(10, 10**12))
-    assert time.monotonic() - started < 1.0
     assert first.label() == "group h200-0"
 
 
