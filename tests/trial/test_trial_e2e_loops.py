@@ -19,8 +19,11 @@ from .conftest import Cli, read_run, run_args
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize(("choice", "used"), [("asyncio", "asyncio"), ("uvloop", "uvloop"),
-                                              ("auto", "uvloop"), (None, "asyncio")])  # fmt: skip
+@pytest.mark.parametrize(("choice", "used", "transport"), [
+    ("asyncio", "asyncio", "raw"), ("asyncio", "asyncio", "httpx"),
+    ("uvloop", "uvloop", "raw"), ("uvloop", "uvloop", "httpx"),
+    ("auto", "uvloop", "auto"), (None, "asyncio", "auto"),
+])  # fmt: skip
 def test_a_run_on_each_loop_is_valid_and_records_the_loop(
     cli: Cli,
     shared_fleet: SimFleet,
@@ -28,12 +31,13 @@ def test_a_run_on_each_loop_is_valid_and_records_the_loop(
     tmp_path: Path,
     choice: str | None,
     used: str,
+    transport: str,
 ) -> None:
-    """Every offer sent, every stream completed, on the loop asked for (auto: uvloop, which this
-    environment has); the manifest says which loop ran and what was asked. Without --loop the
-    run is on asyncio's loop (the default)."""
-    out = tmp_path / str(choice)
-    flags = {} if choice is None else {"loop": choice}
+    """Every offer sent, every stream completed, on the loop asked for, with each stream transport
+    (auto: uvloop, which this environment has); the manifest says which loop ran and what was
+    asked. Without --loop the run is on asyncio's loop (the default)."""
+    out = tmp_path / f"{choice}-{transport}"
+    flags = {"transport": transport} | ({} if choice is None else {"loop": choice})
     proc = cli(*run_args(str(shared_fleet.router_url), tiny_workload, out, requests=16,
                          attainment=0.5, **flags))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -42,6 +46,7 @@ def test_a_run_on_each_loop_is_valid_and_records_the_loop(
     Summary.model_validate(summary)
     assert manifest["event_loop"] == used
     assert manifest["arguments"]["loop"] == (choice or "asyncio")
+    assert manifest["limits"]["stream_transport"] == ("raw" if transport == "auto" else transport)
     assert summary["sent"] == 16 and summary["client_schedule_valid"]
     assert {r["status"] for r in records} == {"completed"}
     assert all(r["completion_tokens"] == 32 for r in records)
