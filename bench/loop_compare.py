@@ -27,10 +27,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from narwhal_trial import Sampling, SeedPrompt, Workload, workload_bytes
-from narwhal_trial._stats import distribution
-
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.trial_fidelity import stamp_workload  # noqa: E402 - after the path
+
+from narwhal_trial._stats import distribution  # noqa: E402 - after the path
+
 LAUNCHER = REPO / "tools" / "measurement" / "load_trial.py"
 SERVER = REPO / "bench" / "trial_stamping_server.py"
 INPUT, TOKENS, TTFT_S, TPOT_S = 8192, 8, 0.05, 0.01
@@ -42,26 +46,6 @@ def _pinned(cpu: int) -> list[str]:
     count = os.cpu_count() or 1
     has = subprocess.run(["which", "taskset"], capture_output=True, check=False).returncode == 0
     return ["taskset", "-c", str(cpu % count)] if count > 1 and has else []
-
-
-def _workload(folder: Path) -> Path:
-    work = Workload(
-        model="stamp",
-        max_model_len=65536,
-        engine_version=None,
-        pool=list(range(1000, 1032)),
-        input_tokens=INPUT,
-        output_tokens=TOKENS,
-        seed=1729,
-        sampling=Sampling(min_tokens=TOKENS, max_tokens=TOKENS),
-        seed_prompt=SeedPrompt(
-            name="bench", sha256="0" * 64, completion_tokens=32, token_ids_source="return_token_ids"
-        ),
-        created="2026-12-06T00:00:00+00:00",
-    )
-    path = folder / "workload.json"
-    path.write_bytes(workload_bytes(work))
-    return path
 
 
 def _one(folder: Path, workload: Path, loop: str, rate: float, requests: int) -> dict[str, Any]:
@@ -124,7 +108,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="loop-bench-") as tmp:
         folder = Path(tmp) / "runs"
         folder.mkdir()
-        workload = _workload(Path(tmp))
+        workload = stamp_workload(Path(tmp), INPUT, TOKENS)
         for rate in rates:
             for _ in range(args.repeats):
                 for loop in LOOPS:

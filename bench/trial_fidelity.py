@@ -47,16 +47,17 @@ TTFT_S, TPOT_S, TOKENS, INPUT = 0.1, 0.02, 128, 8192
 RATE_LADDER = (4.0, 8.0, 12.0, 16.0, 20.0, 24.0, 32.0, 40.0, 48.0, 64.0, 80.0, 96.0, 128.0)
 
 
-def _workload(folder: Path) -> Path:
+def stamp_workload(folder: Path, input_tokens: int = INPUT, output_tokens: int = TOKENS) -> Path:
+    """``folder/workload.json``: the stamping server's model, a fixed pool, these lengths."""
     work = Workload(
         model="stamp",
         max_model_len=65536,
         engine_version=None,
         pool=list(range(1000, 1032)),
-        input_tokens=INPUT,
-        output_tokens=TOKENS,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         seed=1729,
-        sampling=Sampling(min_tokens=TOKENS, max_tokens=TOKENS),
+        sampling=Sampling(min_tokens=output_tokens, max_tokens=output_tokens),
         seed_prompt=SeedPrompt(
             name="bench", sha256="0" * 64, completion_tokens=32, token_ids_source="return_token_ids"
         ),
@@ -184,7 +185,7 @@ def main() -> int:
     }
     with tempfile.TemporaryDirectory(prefix="trial-bench-") as tmp:
         folder = Path(tmp)
-        workload = _workload(folder)
+        workload = stamp_workload(folder)
         rate64 = 64 / duration
         print(f"scenario 1: 64 concurrent streams ({rate64:.1f} requests/s)", flush=True)
         results["concurrency_64"] = _scenario(
