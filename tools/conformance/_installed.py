@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..makefile_uv import find_uv
 from ._venv import InstallError, tail
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,15 +50,6 @@ _RESOLVER_NOTE = re.compile(r"requires .*(which is not installed|but you have)")
 def canonical(name: str) -> str:
     """A distribution name as PEP 503 compares them (``PyYAML`` = ``pyyaml``)."""
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def find_uv() -> str:
-    """The uv the Makefile uses: ``$UV``, else ``uv`` on PATH, else ``REPO/.tools/uv/bin/uv``."""
-    given = os.environ.get("UV", "").strip()
-    found = given or shutil.which("uv") or str(REPO / ".tools" / "uv" / "bin" / "uv")
-    if not Path(found).is_file():
-        raise InstallError(f"no uv: {found} is missing (make setup installs it into .tools/uv)")
-    return found
 
 
 def tool_env() -> dict[str, str]:
@@ -119,7 +111,11 @@ def build_wheels(folder: Path, log: Path) -> Wheels:
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")  # what the Makefile exports
     env.setdefault("UV_PYTHON", "python3")
     start = time.monotonic()
-    argv = [find_uv(), "build", "--all-packages", "-o", str(folder)]
+    try:
+        uv = find_uv()
+    except FileNotFoundError as exc:
+        raise InstallError(str(exc)) from exc
+    argv = [str(uv), "build", "--all-packages", "-o", str(folder)]
     _logged(argv, log, "uv build --all-packages", REPO, env)
     wall = time.monotonic() - start
     files: dict[str, Path] = {}

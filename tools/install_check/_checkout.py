@@ -9,8 +9,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..makefile_uv import find_uv
 from ._blocks import collect
-from ._env import REPO, clean_env, find_uv, run_block, uv_folder
+from ._env import REPO, clean_env, run_block, uv_folder
 from ._wheels import Wheel, read_wheels
 
 

@@ -48,17 +48,6 @@ class BlockFailed(Exception):
     """A README block exited non-zero (the message holds its text and the log's tail)."""
 
 
-def find_uv() -> Path:
-    """``$UV``, else ``uv`` on PATH, else the pinned copy ``make setup`` installs."""
-    given = os.environ.get("UV") or shutil.which("uv")
-    if given:
-        return Path(given).resolve()
-    pinned = REPO / ".tools" / "uv" / "bin" / "uv"
-    if pinned.is_file():
-        return pinned
-    raise FileNotFoundError("no uv: run `make setup` first, or put uv on PATH")
-
-
 def uv_folder(folder: Path, uv: Path) -> Path:
     """``folder`` holding one link, ``uv``, to ``uv``: what the blocks find on PATH."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..makefile_uv import find_uv
 from ._root import RootError, chroot_env, in_root, kill_group, logged, tail
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,15 +123,6 @@ class Run:
         self.folder.mkdir(mode=0o755)
 
 
-def find_uv() -> str:
-    """The uv the Makefile uses: ``$UV``, else ``uv`` on PATH, else ``REPO/.tools/uv/bin/uv``."""
-    given = os.environ.get("UV", "").strip()
-    found = given or shutil.which("uv") or str(REPO / ".tools" / "uv" / "bin" / "uv")
-    if not Path(found).is_file():
-        raise RootError(f"no uv: {found} is missing (make setup installs it into .tools/uv)")
-    return found
-
-
 def package_dirs() -> list[Path]:
     """Every workspace member's folder."""
     return sorted(p.parent for p in (REPO / "packages").glob("*/pyproject.toml"))
@@ -144,7 +136,11 @@ def build_wheels(run: Run) -> list[str]:
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")  # what the Makefile exports
     env.setdefault("UV_PYTHON", "python3")
     log = run.folder / "build.log"
-    argv = [find_uv(), "build", "--all-packages", "-o", str(out)]
+    try:
+        uv = find_uv()
+    except FileNotFoundError as exc:
+        raise RootError(str(exc)) from exc
+    argv = [str(uv), "build", "--all-packages", "-o", str(out)]
     logged(argv, log, "uv build --all-packages", BUILD_TIMEOUT_S, env, cwd=REPO)
     wheels = sorted(out.glob("*.whl"))
     names = {_canonical(w.name.split("-", 1)[0]) for w in wheels}
