@@ -1,4 +1,4 @@
-"""Poisson against constant arrivals at the same mean rate: predicted, then measured (issue 24).
+"""Poisson against constant arrivals at the same mean rate: predicted, then measured.
 
 On one simulated mixed engine (the default preset, Llama-3.1-8B on an H200, ``max_num_seqs``
 32):

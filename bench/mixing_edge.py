@@ -14,7 +14,7 @@ Targets (``--target``):
 
 Per target: ``narwhal-profile --mixing``; ``prepare``; the SLO from the profile (TTFT at most
 twice the fitted idle TTFT, TPOT at most 1.5 times the fitted single-stream TPOT, 90 %);
-``predict --find-max-rate`` twice: *before* (today's assumptions before issue 26: the store with
+``predict --find-max-rate`` twice: *before* (the old assumptions: the store with
 neither scheduler settings nor mixing fit, a budget of 8,192, one shared step) and *after* (the
 profile as measured); then ``load_trial.py edge`` from the *after* band, which brackets the
 measured edge to 5 %. Prints and saves (``--json``) the bracket and each prediction's 0.5 crossing
@@ -96,7 +96,7 @@ def target(name: str, work: Path) -> Iterator[tuple[str, Shape, Path | None]]:
 
 
 def _before_store(store: Path, out: Path) -> Path:
-    """The store as the predictor saw profiles before issue 26: no scheduler, no mixing."""
+    """The store as the predictor saw profiles before it modelled mixing: no scheduler or mixing."""
     loaded = read_store(store)
     profiles = [
         p.model_copy(update={"scheduler": None, "mixing_fit": None}) for p in loaded.store.profiles

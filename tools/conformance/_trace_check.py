@@ -1,6 +1,6 @@
 """A short window of each sample trace, and a synthetic Poisson workload, on vLLM's server:
 ``prepare``, ``predict --workload``, ``run --speedup`` and ``narwhal-report``, with the protocol
-truths of a scheduled workload (issue 24).
+truths of a scheduled workload.
 
 What must hold on the real engine, whatever its speed: every request completes with exactly its
 own prompt and output token counts (the engine's usage), requests due together are due at the

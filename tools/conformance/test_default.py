@@ -191,7 +191,7 @@ def test_predictions_and_trials_across_the_edge(edge_check: EdgeCheck) -> None:
     trial at 0.6 times the profile's edge (``--calibrate``, applied, and saying so), and near the
     edge (0.9, 1.0 and 1.1 times it) at least two of the three measured attainments (their Wilson
     95 % interval) against the predicted 5-95 % range, recorded: on this server the agreement is
-    issue 23's open question (two runs in a row disagreed; docs/conformance.md).
+    an open question (two runs in a row disagreed; docs/conformance.md).
 
     Every rate's agreement, and whether the measured edge meets the predicted band, goes to
     results.json (``prediction_check``); the edge and the other rates are not asserted: this
@@ -218,7 +218,7 @@ def test_predictions_and_trials_across_the_edge(edge_check: EdgeCheck) -> None:
     # Near-edge agreement is recorded (results.json), not asserted, on this server: two fresh-clone
     # runs in a row on 2026-12-02 measured 0.58 and 0.32 where 0.82-1.0 and 0.65-1.0 were
     # predicted, the second calibrated, with mixing fits of 13.8 % and 29.4 % mean error
-    # (docs/conformance.md; issue 23 holds the prediction's accuracy on vLLM's server).
+    # (docs/conformance.md: the prediction's accuracy on vLLM's server is still open).
 
 
 @pytest.fixture(scope="module")
