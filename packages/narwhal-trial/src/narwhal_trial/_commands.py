@@ -97,7 +97,7 @@ def describe(summary: Summary, settings: RunSettings) -> str:
     )
     interval = summary.attainment_interval
     pace = pace_label(settings.rate, settings.speedup)
-    if summary.offered == 0 and summary.exit_code in (1, 130):
+    if summary.offered == 0:  # stopped before its first offer: nothing was judged
         lines = [f"{pace}: not judged: the run stopped before its first offer -> {verdict}"]
     else:
         lines = [
