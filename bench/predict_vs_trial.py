@@ -187,9 +187,9 @@ def evaluate(work: Path, requests: int) -> dict[str, Any]:
             "measured_misses": summary["schedule_misses"],
             "schedule_valid": summary["client_schedule_valid"],
             "reconciled": entry["reconciled"],
-            "predicted_ttft_p50": predicted.ttft_s.p50,
+            "predicted_ttft_p50": None if predicted.ttft_s is None else predicted.ttft_s.p50,
             "measured_ttft_p50": summary["ttft_s"]["p50"],
-            "predicted_tpot_p50": predicted.tpot_s.p50,
+            "predicted_tpot_p50": None if predicted.tpot_s is None else predicted.tpot_s.p50,
             "measured_tpot_p50": summary["tpot_s"]["p50"],
             "predict_s": predict_s,
         }

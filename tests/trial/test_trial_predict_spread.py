@@ -13,7 +13,7 @@ import pytest
 from narwhal_store import read_store
 from narwhal_trial._model import FleetModel, TrialTarget
 from narwhal_trial._predict import PredictRequest, predict
-from narwhal_trial._rates import _beyond
+from narwhal_trial._predict_beyond import beyond_domain
 from narwhal_trial._spread import EngineReplica, engine_spread
 from narwhal_trial._vtime import SimulatedOutcome, TrialShape, _enqueue, _Seq
 
@@ -212,14 +212,14 @@ def test_a_few_replications_may_outgrow_the_domain(over: int, refused: bool) -> 
     count as they ran); more, and the rate is refused naming how many; the fits alone, never."""
     model = FleetModel([], {}, {}, {"e0": 4})
     runs = [_outcome(6)] * over + [_outcome(3)] * (100 - over)
-    problems = _beyond(model, runs)
+    problems = beyond_domain(model, runs)
     assert bool(problems) is refused
     if refused:
         assert problems == [
             "e0 reaches 6 decoding sequences in 6 of 100 replications, beyond the profiled decode "
             "domain (concurrency up to 4)"
         ]
-    assert _beyond(model, [_outcome(5)]) == [
+    assert beyond_domain(model, [_outcome(5)]) == [
         "e0 reaches 5 decoding sequences, beyond the profiled decode domain (concurrency up to 4)"
     ]
 

@@ -71,11 +71,13 @@ def predicted_band(settings: EdgeSettings, loaded: LoadedWorkload) -> PredictedB
     doc = predict(req)
     if doc.search is None:  # find_max_rate was asked, so the predictor always searches
         raise TrialError("the prediction holds no rate search")
-    band = doc.search.band
+    band, sustainable = doc.search.band, doc.search.sustainable
     return PredictedBand(
         pass_90=band.pass_90,
         pass_50=band.pass_50,
         pass_10=band.pass_10,
+        sustainable_rate=None if sustainable is None else sustainable.rate,
+        sustainable_source=None if sustainable is None else sustainable.source,
         replications=band.replications,
         fleet=str(p.fleet),
         fleet_sha256=doc.inputs.fleet_sha256,

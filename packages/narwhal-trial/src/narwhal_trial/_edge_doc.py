@@ -57,6 +57,14 @@ class PredictedBand(ClosedModel):
     pass_90: float | None = Field(description="highest rate predicted to pass with p ≥ 0.9")
     pass_50: float | None = Field(description="highest rate predicted to pass with p ≥ 0.5")
     pass_10: float | None = Field(description="highest rate predicted to pass with p ≥ 0.1")
+    sustainable_rate: float | None = Field(
+        default=None,
+        description="the highest rate the fleet keeps up with for as long as a trial lasts "
+        "(requests/s; null when not predicted: no passing rate, or a document of format_version 1)",
+    )
+    sustainable_source: Literal["long trial", "throughput bound"] | None = Field(
+        default=None, description="how the sustainable rate was found (predict's document)"
+    )
     replications: int
     fleet: str
     fleet_sha256: str
@@ -103,7 +111,9 @@ class EdgeSearch(ClosedModel):
     it found; ``stop`` and ``exit_code`` are null until it ends."""
 
     format: Literal["narwhal.trial.edge"] = EDGE_FORMAT
-    format_version: Literal[1] = 1
+    format_version: Literal[1, 2] = Field(
+        default=2, description="2 adds the predicted sustainable rate; 1 is still read"
+    )
     generator: str = Field(description="narwhal-trial <version>")
     started: str = Field(description="UTC wall-clock time when the search started (ISO 8601)")
     command: list[str]

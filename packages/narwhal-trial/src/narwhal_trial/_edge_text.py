@@ -34,6 +34,8 @@ def opening(settings: EdgeSettings, band: PredictedBand | None, plan: SearchPlan
         f"predicted band pass_90 {_rate(band.pass_90)}, pass_50 {_rate(band.pass_50)}, pass_10 "
         f"{_rate(band.pass_10)} ({band.replications} replication(s))"
     )
+    if band.sustainable_rate is not None:
+        shown += f", sustainable {band.sustainable_rate:.4g}/s ({band.sustainable_source})"
     if not plan.band:
         return f"edge: {shown} holds no passing rate: doubling from {first}, then {how}"
     return f"edge: {shown}: starting at {first}, then {how}"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from narwhal_store import StoreError, load_fleet, load_limits, read_store
 from narwhal_trial._calibrate import calibrate
+from narwhal_trial._capacity import throughput_bound
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._frontend import FrontendScheduler, profile_differences
 from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget, fleet_model
@@ -32,6 +33,7 @@ from narwhal_trial._prediction_inputs import CalibrationDoc, Inputs
 from narwhal_trial._profile_domain import accepted_profile
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._rates import find_max_rate, predict_rate
+from narwhal_trial._sustainable import sustainable_rate
 from narwhal_trial._vtime import TrialShape
 from narwhal_trial._workload_schedule import check_speedup, speedup_refusal
 
@@ -179,12 +181,20 @@ def predict(req: PredictRequest) -> Prediction:
             decode_factor=found.decode_factor,
             applied=found.applied,
         )
-    reps, seed, pace = req.replications, req.seed, req.pace
-    at_rate = None if pace is None else predict_rate(model, req.shape, req.target, pace, reps, seed)
+    reps, seed, pace, shape = req.replications, req.seed, req.pace, req.shape
+    bound = throughput_bound(model, shape) if req.find_max_rate else None
+    at_rate = (
+        None if pace is None else predict_rate(model, shape, req.target, pace, reps, seed, bound)
+    )
     search = None
     if req.find_max_rate:
-        start = (req.speedup if req.shape.scheduled else req.rate) or 1.0
-        search = find_max_rate(model, req.shape, req.target, start, reps, seed)
+        assert bound is not None
+        start = (req.speedup if shape.scheduled else req.rate) or 1.0
+        search = find_max_rate(model, shape, req.target, start, reps, seed, bound)
+        if search.max_rate is not None:
+            edge = search.max_rate if search.max_speedup is None else search.max_speedup
+            capacity = sustainable_rate(model, shape, req.target, bound, edge)
+            search = search.model_copy(update={"sustainable": capacity})
         if at_rate is None and search.max_rate is None and search.limited_by == "profile domain":
             what = "speedup" if req.shape.scheduled else "rate"
             raise OutsideDomainError(

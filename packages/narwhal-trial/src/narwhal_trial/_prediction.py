@@ -6,6 +6,12 @@ from typing import Final, Literal
 
 from pydantic import Field
 
+from narwhal_trial._prediction_capacity import (
+    BoundMiss,
+    SustainableRate,
+    bound_lines,
+    sustainable_lines,
+)
 from narwhal_trial._prediction_inputs import CalibrationDoc as CalibrationDoc
 from narwhal_trial._prediction_inputs import EngineSettings as EngineSettings
 from narwhal_trial._prediction_inputs import Inputs as Inputs
@@ -25,10 +31,10 @@ class AttainmentInterval(AliasedDoc):
     """How far the attainment may move: across Monte Carlo replications, or (one replication) with
     every fit off by its worst relative residual."""
 
-    method: Literal["monte-carlo", "fit-residuals"] = Field(
+    method: Literal["monte-carlo", "fit-residuals", "bound"] = Field(
         description="monte-carlo: the 5th and 95th percentile of the replications' attainment; "
         "fit-residuals: low with every fit scaled up by its worst-point relative error, high "
-        "scaled down by it"
+        "scaled down by it; bound: 0 to the most the throughput bound leaves good"
     )
     low: float
     high: float
@@ -69,12 +75,20 @@ class RatePrediction(AliasedDoc):
         description="offers due while --max-in-flight requests were in flight: the trial would "
         "record them as client_schedule_miss and report client_schedule_valid false"
     )
-    ttft_s: Distribution = Field(description="over the requests sent, in every replication")
-    tpot_s: Distribution = Field(description="over the requests sent, in every replication")
-    engines: list[EngineUse]
+    ttft_s: Distribution | None = Field(
+        description="over the requests sent, in every replication (null with bound)"
+    )
+    tpot_s: Distribution | None = Field(
+        description="over the requests sent, in every replication (null with bound)"
+    )
+    engines: list[EngineUse] = Field(description="empty with bound")
     buckets: list[PredictedBucket] | None = omitted_when_none(
         "a scheduled workload: the predicted attainment per power-of-two input-length bucket "
         "(only those holding a request)"
+    )
+    bound: BoundMiss | None = omitted_when_none(
+        "a miss the throughput bound shows beyond the profiled concurrency: good is the most "
+        "requests that can be good, and no latency is predicted"
     )
 
 
@@ -113,15 +127,21 @@ class RateSearch(AliasedDoc):
         "decode batch beyond the profiled concurrency, so nothing above is predicted"
     )
     detail: str
-    tried: list[tuple[float, str]] = Field(description="(rate, pass | miss | outside domain)")
+    tried: list[tuple[float, str]] = Field(
+        description="(rate, pass | miss | miss (bound) | outside domain)"
+    )
     band: EdgeBand
+    sustainable: SustainableRate | None = omitted_when_none(
+        "the highest rate the fleet keeps up with for as long as a trial lasts, beside the "
+        "trial-sized max_rate (absent when the search found no passing rate)"
+    )
 
 
 class Prediction(AliasedDoc):
     """``narwhal.trial.prediction``: a trial predicted from the profiles, before it runs."""
 
     format: Literal["narwhal.trial.prediction"] = PREDICTION_FORMAT
-    format_version: Literal[3] = 3
+    format_version: Literal[4] = 4
     generator: str = Field(description="narwhal-trial <version>")
     inputs: Inputs
     calibration: CalibrationDoc | None = Field(
@@ -139,9 +159,17 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value * 1000:.1f} ms"
 
 
-def rate_lines(p: RatePrediction) -> list[str]:
-    """A few lines about one predicted rate."""
+def rate_lines(p: RatePrediction, ttft_s: str = "", tpot_s: str = "") -> list[str]:
+    """A few lines about one predicted rate (``ttft_s``/``tpot_s``: the bounds, for a bounded
+    miss)."""
     lo, hi = p.attainment_interval.low, p.attainment_interval.high
+    if p.bound is not None:
+        return [
+            f"{pace_label(p.rate, p.speedup)}: at most {p.good} good (need {p.required_good}), "
+            f"attainment at most {hi:.3f} -> MISS (bound)",
+            *bound_lines(p.bound, ttft_s, tpot_s),
+            *([] if p.buckets is None else bucket_lines(p.buckets)),
+        ]
     verdict = "PASS" if p.passed else "MISS"
     if p.replications > 1:
         verdict += f" (pass probability {p.pass_probability:.2f})"
@@ -156,8 +184,7 @@ def rate_lines(p: RatePrediction) -> list[str]:
         f"{pace_label(p.rate, p.speedup)}: predicted {p.good} good (need {p.required_good}), "
         "attainment "
         f"{p.attainment:.3f} [{lo:.3f}, {hi:.3f}] -> {verdict}",
-        f"  TTFT p50 {_ms(p.ttft_s.p50)} p99 {_ms(p.ttft_s.p99)} max {_ms(p.ttft_s.max)}; "
-        f"TPOT p50 {_ms(p.tpot_s.p50)} p99 {_ms(p.tpot_s.p99)} max {_ms(p.tpot_s.max)}",
+        _latency_line(p.ttft_s, p.tpot_s),
     ]
     for e in p.engines:
         dom = "no decode fit" if e.decode_domain_max is None else f"≤ {e.decode_domain_max}"
@@ -168,6 +195,15 @@ def rate_lines(p: RatePrediction) -> list[str]:
     if p.buckets is not None:
         lines += bucket_lines(p.buckets)
     return lines
+
+
+def _latency_line(ttft: Distribution | None, tpot: Distribution | None) -> str:
+    if ttft is None or tpot is None:
+        return "  no latencies predicted"
+    return (
+        f"  TTFT p50 {_ms(ttft.p50)} p99 {_ms(ttft.p99)} max {_ms(ttft.max)}; "
+        f"TPOT p50 {_ms(tpot.p50)} p99 {_ms(tpot.p99)} max {_ms(tpot.max)}"
+    )
 
 
 def render_text(doc: Prediction) -> str:
@@ -212,7 +248,7 @@ def render_text(doc: Prediction) -> str:
             f"{c.prefill_factor:.3f}, decode x{c.decode_factor:.3f} ({used})"
         )
     if doc.prediction is not None:
-        lines += rate_lines(doc.prediction)
+        lines += rate_lines(doc.prediction, str(i.ttft_s), str(i.tpot_s))
     if doc.search is not None:
         s = doc.search
         axis, unit = ("speedup", "x") if s.axis == "speedup" else ("rate", "/s")
@@ -233,6 +269,8 @@ def render_text(doc: Prediction) -> str:
                     f"edge band: pass probability ≥ 0.9 up to {_rate(b.pass_90, unit)}, ≥ 0.5 "
                     f"up to {_rate(b.pass_50, unit)}, ≥ 0.1 up to {_rate(b.pass_10, unit)}"
                 )
+            if s.sustainable is not None:
+                lines += sustainable_lines(s.sustainable, s.max_rate, i.requests)
             if s.at_max is not None:
-                lines += rate_lines(s.at_max)
+                lines += rate_lines(s.at_max, str(i.ttft_s), str(i.tpot_s))
     return "\n".join(lines)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget
+from narwhal_trial._capacity import ThroughputBound, certain_miss, throughput_bound
+from narwhal_trial._model import FleetModel, TrialTarget
+from narwhal_trial._predict_beyond import beyond_domain, bounded, pace_text
 from narwhal_trial._predict_buckets import (
     good_flags,
     good_requests,
@@ -42,46 +44,6 @@ def _good(outcome: SimulatedOutcome, target: TrialTarget) -> int:
     return sum(good_flags(outcome, target))
 
 
-#: The share of replications that may need a decode batch beyond the profiled concurrency before
-#: a rate is refused (their 5-95 % range would rest on extrapolation beyond it).
-BEYOND_SHARE = 0.05
-
-
-def _beyond(model: FleetModel, outcomes: list[SimulatedOutcome]) -> list[str]:
-    """Per engine whose decode batch outgrows its profiled concurrency: in any run of the fits
-    alone, or in more than ``BEYOND_SHARE`` of the replications."""
-    out = []
-    for iid, top in model.decode_max.items():
-        if top is None:
-            continue
-        over = [o.max_decoding[iid] for o in outcomes if o.max_decoding.get(iid, 0) > top]
-        if not over or (len(outcomes) > 1 and len(over) <= BEYOND_SHARE * len(outcomes)):
-            continue
-        where = "" if len(outcomes) == 1 else f" in {len(over)} of {len(outcomes)} replications"
-        out.append(
-            f"{iid} reaches {max(over)} decoding sequences{where}, beyond the profiled decode "
-            f"domain (concurrency up to {top})"
-        )
-    return out
-
-
-def _at(shape: TrialShape, pace: float, precision: str = "g") -> str:
-    """``2 request/s``, or a scheduled shape's ``speedup 2x``."""
-    return f"speedup {pace:{precision}}x" if shape.scheduled else f"{pace:{precision}} request/s"
-
-
-def _check_batch(
-    model: FleetModel, outcomes: list[SimulatedOutcome], shape: TrialShape, rate: float
-) -> None:
-    beyond = _beyond(model, outcomes)
-    if beyond:
-        what = "speedup" if shape.scheduled else "rate"
-        raise OutsideDomainError(
-            f"at {_at(shape, rate)} " + "; ".join(beyond) + ": profile with a larger "
-            f"--decode-concurrency (or give --limits) before predicting this {what}"
-        )
-
-
 def outcomes(
     model: FleetModel, shape: TrialShape, rate: float, replications: int, seed: int
 ) -> list[SimulatedOutcome]:
@@ -102,15 +64,19 @@ def predict_rate(
     rate: float,
     replications: int = 1,
     seed: int = 0,
+    bound: ThroughputBound | None = None,
 ) -> RatePrediction:
-    """The predicted trial at ``rate``; ``OutsideDomainError`` when the load leaves the domain.
+    """The predicted trial at ``rate``. Where the load leaves the profiled domain, a miss the
+    throughput bound shows (``bound``, else computed), or ``OutsideDomainError``.
 
     One replication: the fits alone, with the fit-residual interval. More: the median good count,
     its 5-95 % range, the share of replications that pass, percentiles over every replication.
     A scheduled shape's ``rate`` is its speedup (see the module's docstring).
     """
     runs = outcomes(model, shape, rate, replications, seed)
-    _check_batch(model, runs, shape, rate)
+    if beyond_domain(model, runs):
+        bound = bound or throughput_bound(model, shape)
+        return bounded(model, runs, shape, target, rate, bound)
     n = shape.requests
     need = required_good(target.attainment, n)
     goods = sorted(_good(o, target) for o in runs)
@@ -176,23 +142,40 @@ class _Judge:
         target: TrialTarget,
         replications: int,
         seed: int,
+        bound: ThroughputBound | None = None,
     ) -> None:
         self._model, self._shape, self._target = model, shape, target
         self._replications, self._seed = replications, seed
         self._need = required_good(target.attainment, shape.requests)
         self.seen: dict[float, float | None] = {}
         self.tried: list[tuple[float, str]] = []
+        self._bound = bound
+
+    @property
+    def bound(self) -> ThroughputBound:
+        """The fleet's throughput bound (computed once, when first needed)."""
+        if self._bound is None:
+            self._bound = throughput_bound(self._model, self._shape)
+        return self._bound
 
     def __call__(self, rate: float) -> float | None:
         if rate not in self.seen:
             runs = outcomes(self._model, self._shape, rate, self._replications, self._seed)
             p: float | None = None
-            if not _beyond(self._model, runs):
+            state = "outside domain"
+            if not beyond_domain(self._model, runs):
                 p = sum(1 for o in runs if _good(o, self._target) >= self._need) / len(runs)
+                state = "pass" if p >= 0.5 else "miss"
+            elif certain_miss(self.bound.fast_rate, self._shape, self._target, rate).certain:
+                p, state = 0.0, "miss (bound)"
             self.seen[rate] = p
-            state = "outside domain" if p is None else "pass" if p >= 0.5 else "miss"
             self.tried.append((rate, state))
         return self.seen[rate]
+
+    @property
+    def bound_if_known(self) -> ThroughputBound | None:
+        """The bound when it was computed."""
+        return self._bound
 
     def bracket(self, level: float) -> tuple[float | None, float | None]:
         """The highest rate seen at or above ``level`` below every rate seen under it (or outside
@@ -243,12 +226,17 @@ def find_max_rate(
     start: float = 1.0,
     replications: int = 1,
     seed: int = 0,
+    bound: ThroughputBound | None = None,
+    *,
+    at_max: bool = True,
 ) -> RateSearch:
     """The highest rate predicted to pass (pass probability ≥ 0.5), and the band where the pass
     probability crosses 0.9 and 0.1: double (or halve) from ``start`` to bracket each crossing,
     then bisect to within 1 %. Assumes a passing rate's lower rates pass at least as often.
-    A scheduled shape's search moves its speedup (``start`` the first), up to ``MAX_SPEEDUP``."""
-    judge = _Judge(model, shape, target, replications, seed)
+    A scheduled shape's search moves its speedup (``start`` the first), up to ``MAX_SPEEDUP``.
+    ``bound``: the fleet's throughput bound, when already known; ``at_max`` False leaves the
+    prediction at the highest passing rate out."""
+    judge = _Judge(model, shape, target, replications, seed, bound)
     ceiling = MAX_SPEEDUP if shape.scheduled else None
     crossing = {level: _crossing(judge, level, start, ceiling) for level in (0.5, 0.9, 0.1)}
     lo = crossing[0.5]
@@ -267,19 +255,23 @@ def find_max_rate(
     axis: dict[str, Any] = {"axis": "speedup"} if shape.scheduled else {}
     if lo is None:
         rate = min(judge.seen)
-        state = "outside domain" if judge.seen[rate] is None else "miss"
+        state = dict(judge.tried)[rate]
         return RateSearch(
             **axis,
             max_rate=None,
             at_max=None,
-            limited_by="target" if state == "miss" else "profile domain",
-            detail=f"{_at(shape, rate)} is already {state}",
+            limited_by="profile domain" if state == "outside domain" else "target",
+            detail=f"{pace_text(shape, rate)} is already {state}",
             tried=judge.tried,
             band=band,
         )
     if hi is not None:
-        detail = f"{_at(shape, hi, '.4g')} is predicted to " + (
-            "miss" if hi_state == "miss" else "need a decode batch beyond the profiled concurrency"
+        detail = f"{pace_text(shape, hi, '.4g')} is predicted to " + (
+            "need a decode batch beyond the profiled concurrency"
+            if hi_state != "miss"
+            else "miss (the throughput bound shows it)"
+            if dict(judge.tried)[hi] == "miss (bound)"
+            else "miss"
         )
     elif ceiling is not None and lo >= ceiling:
         detail = f"--speedup is at most {ceiling:g}"
@@ -290,7 +282,9 @@ def find_max_rate(
     return RateSearch(
         **axis,
         max_rate=shape.mean_rate(lo),
-        at_max=predict_rate(model, shape, target, lo, replications, seed),
+        at_max=predict_rate(model, shape, target, lo, replications, seed, judge.bound_if_known)
+        if at_max
+        else None,
         limited_by=limited,
         detail=detail,
         tried=judge.tried,
