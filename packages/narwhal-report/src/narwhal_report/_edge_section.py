@@ -72,6 +72,13 @@ def edge_section(edge: EdgeRun, index: int, curves: list[Curve], notes: list[str
                 f"{_rate(band.pass_10)} ({band.replications} replication(s), from "
                 f"{band.profiles})",
             ),
+            (
+                "predicted sustainable rate",
+                "none"
+                if band is None or band.sustainable_rate is None
+                else f"{_rate(band.sustainable_rate)} ({band.sustainable_source}): what the fleet "
+                "keeps up with for as long as a trial lasts; a short trial's edge may lie above it",
+            ),
         ]
     )
     parts = [
@@ -90,7 +97,8 @@ def edge_section(edge: EdgeRun, index: int, curves: list[Curve], notes: list[str
                 "Each trial's attainment (with its 95% interval), coloured by the search's verdict "
                 "(invalid schedules purple: repeated, never read as misses); the measured bracket "
                 "between the highest pass and the lowest miss (green band); the predicted band "
-                "from pass_90 to pass_10 (blue, dashed at pass_50) and any curve predicted from a "
+                "from pass_90 to pass_10 (blue, dashed at pass_50), the predicted sustainable rate "
+                "(grey, dotted) and any curve predicted from a "
                 "store given.",
             )
         )
@@ -130,6 +138,9 @@ def _band_and_bracket(ax: Any, doc: EdgeSearch, target: float) -> None:
         if band.pass_50 is not None:
             label = f"predicted pass_50 {band.pass_50:.4g}/s"
             ax.axvline(band.pass_50, color=_svg.BLUE, linestyle="--", label=label)
+        if band.sustainable_rate is not None and doc.inputs.searched == "rate":
+            label = f"predicted sustainable {band.sustainable_rate:.4g}/s"
+            ax.axvline(band.sustainable_rate, color=_svg.GREY, linestyle=":", label=label)
     if hp is not None and lm is not None:
         label = f"measured bracket {hp:.4g} to {lm:.4g}/s"
         ax.axvspan(hp, lm, color=_svg.GOOD, alpha=0.22, linewidth=0, label=label)

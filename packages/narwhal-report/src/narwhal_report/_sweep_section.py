@@ -98,6 +98,12 @@ def predict_curve(
         except OutsideDomainError as exc:
             note = f"stops at {rate:.3g} request/s: {exc}"
             break
+        if p.bound is not None:
+            note = (
+                f"stops at {rate:.3g} request/s, beyond the profiled decode concurrency: a miss "
+                f"the throughput bound ({p.bound.throughput_bound:.4g} request/s) shows"
+            )
+            break
         rates.append(rate)
         att.append(p.attainment)
         low.append(p.attainment_interval.low)
