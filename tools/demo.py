@@ -5,7 +5,8 @@ router on 127.0.0.1:18000 and a journal), profiles it with ``narwhal-profile``, 
 runbook's workload, runs ``check``, predicts both rates from the profiles (``predict``, with the
 highest passing rate), runs the trial at 0.5 and then 1 request/s (20 requests each by
 default; ``FULL=1`` runs the runbook's 200), then once past the fleet's edge (12 request/s, the
-runbook's 200 requests: what a miss looks like; the runbook itself stops at its first miss),
+runbook's 200 requests: what a miss looks like, which ``predict`` shows from the throughput bound
+of the profiled engines; the runbook itself stops at its first miss),
 reads the engines' own view of each run (their ``/metrics`` around it and their per-request trace
 spans through ``run --fleet --otlp-receiver``: the client-added TTFT and the per-engine split),
 reconciles each run with the router journal, then measures the edge (``load_trial.py edge``: from
@@ -44,7 +45,8 @@ ROUTER_PORT = 18000
 RATES = (0.5, 1.0)
 # Past this fleet's edge (predict puts it near 7 request/s for 200 requests), with the runbook's
 # 200 requests: fewer never queue long enough to miss. The profile's small decode sweep does not
-# cover the batches it builds, so `predict` refuses it rather than extrapolate.
+# cover the batches it builds, so `predict` gives no latencies there: the throughput bound of the
+# profiled engines shows the miss (`MISS (bound)`).
 OVERLOAD_RATE, OVERLOAD_REQUESTS = 12.0, 200
 DESCRIPTION = "make demo: the runbook against the embedded simulated fleet, start to finish."
 # The runbook's shape and target.
@@ -304,8 +306,8 @@ def predict_rate(
     *,
     find_max: bool = False,
 ) -> str:
-    """One ``predict``; its verdict line (exit 0 pass, 2 miss), or why it refused (beyond the
-    profiled domain: exit 1)."""
+    """One ``predict``; its verdict line (exit 0 pass, 2 miss, the throughput bound's included),
+    or why it refused (beyond the profiled domain, neither a pass nor a miss shown: exit 1)."""
     out = folder / f"prediction-{rate:g}.json"
     title = f"predict {rate:g} request/s ({requests} requests) from the profiles"
     code = step(
@@ -325,11 +327,36 @@ def predict_rate(
         return "refused: beyond what the profiles measured (see its step above)"
     p = json.loads(out.read_text())["prediction"]
     lo, hi = p["attainment_interval"]["low"], p["attainment_interval"]["high"]
+    if p.get("bound") is not None:
+        b = p["bound"]
+        return (
+            f"MISS (bound): at most {p['good']}/{requests} good (need {p['required_good']}): the "
+            f"profiled engines complete at most {_per_s(b['throughput_bound'], scale)}, so from "
+            f"request {b['first_miss']} on none can be good"
+        )
     return (
         f"{'PASS' if p['pass'] else 'MISS'}: {p['good']}/{requests} good, attainment "
         f"{p['attainment']:.3f} [{lo:.3f}, {hi:.3f}], TTFT p99 "
         f"{_ms(p['ttft_s']['p99'] * scale)}, TPOT p99 {_ms(p['tpot_s']['p99'] * scale)}"
     )
+
+
+def capacity_line(folder: Path, rate: float, requests: int, scale: float) -> str:
+    """The sustainable rate beside the trial-sized edge, from ``predict --find-max-rate``'s
+    document at ``rate``; a trial-sized edge far above it is qualified."""
+    path = folder / f"prediction-{rate:g}.json"
+    search = json.loads(path.read_text())["search"] if path.is_file() else None
+    if search is None or search.get("sustainable") is None:
+        return "not predicted"
+    s = search["sustainable"]
+    line = f"sustainable {_per_s(s['rate'], scale)} ({s['source']})"
+    edge = f"the {requests}-request edge {_per_s(search['max_rate'], scale)}"
+    if s["trial_too_short"]:
+        return (
+            f"{line}; {edge} is a trial too short to test capacity (at that rate "
+            f"{s['requests_to_test']} requests would miss)"
+        )
+    return f"{line}; {edge}"
 
 
 def measure_edge(
@@ -357,7 +384,8 @@ def measure_edge(
         f"highest pass {_per_s(b['highest_pass'], scale)}, lowest miss "
         f"{_per_s(b['lowest_miss'], scale)}: {found} {float(EDGE_TOLERANCE):.0%} after "
         f"{len(doc['trials'])} trial(s) of at most {EDGE_MAX_TRIALS}; predicted pass_50 "
-        f"{_per_s(band.get('pass_50'), scale)}"
+        f"{_per_s(band.get('pass_50'), scale)}, sustainable "
+        f"{_per_s(band.get('sustainable_rate'), scale)}"
     )
 
 
@@ -448,6 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     verdicts: dict[float, str] = {}
     predicted: dict[float, str] = {}
     edge = "not measured"
+    capacity = "not predicted"
     try:
         say(f"== start the simulated fleet ({len(engines)} engines) and its router")
         with sim_fleet(folder, fleet, sim_config, port, args.time_scale) as base:
@@ -468,6 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "--fleet", str(fleet), "--profiles", str(store), *launch,
             ))  # fmt: skip
             predicted = predict_rates(tdir, fleet, store, args.requests, args.time_scale)
+            capacity = capacity_line(tdir, RATES[0], args.requests, args.time_scale)
             verdicts = run_rates(base, tdir, args.requests, args.time_scale, server)
             say(f"== past the edge: {OVERLOAD_RATE:g} request/s, {OVERLOAD_REQUESTS} requests")
             say("   (not the runbook's: it shows what a miss looks like, predicted and measured)")
@@ -495,6 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for rate in (*RATES, OVERLOAD_RATE):
         say(f"   {rate:g} request/s predicted: {predicted.get(rate, 'n/a')}")
         say(f"   {rate:g} request/s measured:  {verdicts.get(rate, 'not run (the sweep ended)')}")
+    say(f"== predicted capacity: {capacity}")
     say(f"== measured edge: {edge}")
     say(f"all records: {_short(str(folder))}")
     say(f"report: {_short(str(report))}")

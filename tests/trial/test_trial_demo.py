@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
     """The demo runs every step, prints a verdict for 0.5 and 1 request/s (pass) and for the rate
-    past the fleet's edge (a miss, which predict refuses to extrapolate to), measures the edge
+    past the fleet's edge (a miss, which predict shows from the throughput bound), measures the edge
     from the predicted band in at most 5 trials and exits 0.
 
     Four times real speed, not faster: ``check`` refuses a decode fit beyond 20% mean error, and a
@@ -51,7 +51,8 @@ def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
     assert "0.5 request/s measured:  PASS" in out and "1 request/s measured:  PASS" in out
     assert "0.5 request/s predicted: PASS" in out and "1 request/s predicted: PASS" in out
     assert "highest passing rate:" in out
-    assert "12 request/s predicted: refused: beyond what the profiles measured" in out
+    assert "12 request/s predicted: MISS (bound): at most " in out
+    assert "== predicted capacity: sustainable " in out
     assert "12 request/s measured:  MISS: " in out
     assert "simulated fleet stopped" in out
     (folder,) = tmp_path.glob("demo-*")
