@@ -108,6 +108,10 @@ def test_a_short_trial_edge_is_qualified(fleet: tuple[Path, Path]) -> None:
     needed = sus.requests_to_test
     assert needed is not None and 20 < needed < 200
     text = render_text(doc)
+    assert (
+        f"highest passing rate: {s.max_rate:g}/s for a trial of 20 requests, too short to test "
+        "capacity (limited by"
+    ) in text
     assert f"sustainable rate: {sus.rate:.4g}/s" in text
     assert (
         f"trial too short to test capacity: at {s.max_rate:.4g}/s its 20 requests arrive and "
@@ -126,20 +130,25 @@ def test_a_long_enough_trial_is_not_qualified(fleet: tuple[Path, Path]) -> None:
     assert s is not None and s.max_rate is not None and s.sustainable is not None
     assert s.sustainable.rate is not None
     assert s.max_rate <= 1.1 * s.sustainable.rate and not s.sustainable.trial_too_short
-    assert "sustainable rate: " in render_text(doc)
-    assert "too short" not in render_text(doc)
+    text = render_text(doc)
+    assert f"highest passing rate: {s.max_rate:g}/s for a trial of 200 requests (limited" in text
+    assert "sustainable rate: " in text and "too short" not in text
 
 
 def test_the_search_counts_bounded_misses(fleet: tuple[Path, Path]) -> None:
-    """A 200-request search marks the rates the bound shows missing as ``miss (bound)`` and is
-    limited by the target there, not by the profile domain."""
-    doc = predict(request(*fleet, None, 200, find=True))
-    s = doc.search
-    assert s is not None
-    states = dict(s.tried)
-    assert "outside domain" not in states.values() or s.limited_by == "profile domain"
-    if "miss (bound)" in states.values():
-        assert all(r > (s.max_rate or 0) for r, st in s.tried if st == "miss (bound)")
+    """A 1,000-request search from 8 request/s: that rate needs a batch beyond the profiled 16,
+    and the bound shows its miss (from about the 700th request the queue breaks the SLO), so the
+    search records it as ``miss (bound)`` with probability 0 and looks below it."""
+    slack = 2.0 + 127 * 0.0333
+    doc = predict(request(*fleet, 8.0, 1000, find=True))
+    p, s = doc.prediction, doc.search
+    assert p is not None and p.bound is not None and not p.passed
+    b = p.bound.throughput_bound
+    first = next(k for k in range(1000) if (k + 1) / b > k / 8 + slack) + 1
+    assert p.bound.first_miss == first and 600 < first < 800
+    assert s is not None and (8.0, "miss (bound)") in s.tried
+    assert (8.0, 0.0) in s.band.curve
+    assert s.max_rate is not None and s.max_rate < 8.0
 
 
 def test_refuses_where_neither_a_pass_nor_a_miss_shows(tmp_path: Path) -> None:

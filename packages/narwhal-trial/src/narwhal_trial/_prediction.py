@@ -260,13 +260,19 @@ def render_text(doc: Prediction) -> str:
                 if s.max_speedup is None
                 else f"{s.max_speedup:g}x (mean {s.max_rate:.4g}/s)"
             )
+            short = s.sustainable is not None and s.sustainable.trial_too_short
+            trial = f"for a trial of {i.requests} requests" + (
+                ", too short to test capacity" if short else ""
+            )
             lines.append(
-                f"highest passing {axis}: {best} (limited by the {s.limited_by}: {s.detail})"
+                f"highest passing {axis}: {best} {trial} (limited by the {s.limited_by}: "
+                f"{s.detail})"
             )
             b = s.band
             if b.replications > 1:
                 lines.append(
-                    f"edge band: pass probability ≥ 0.9 up to {_rate(b.pass_90, unit)}, ≥ 0.5 "
+                    f"edge band ({i.requests}-request trials): pass probability ≥ 0.9 up to "
+                    f"{_rate(b.pass_90, unit)}, ≥ 0.5 "
                     f"up to {_rate(b.pass_50, unit)}, ≥ 0.1 up to {_rate(b.pass_10, unit)}"
                 )
             if s.sustainable is not None:
