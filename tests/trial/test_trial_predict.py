@@ -219,11 +219,20 @@ def test_refuses_to_extrapolate(single: tuple[Path, Path]) -> None:
     """An input length outside the prefill domain, or a decode batch beyond the profiled
     concurrency, is an error naming the domain."""
     fleet, store = single
-    with pytest.raises(OutsideDomainError, match=r"prefill domain: input 16000 tokens, profile "):
+    with pytest.raises(
+        OutsideDomainError, match=r"prefill domain: input 16000 tokens, profile "
+    ) as e:
         predict(_request(fleet, store, rate=1.0, input_tokens=16000))
+    assert str(e.value).endswith(
+        ": profile those lengths (narwhal-profile --prefill-lens and --decode-input-lens "
+        "covering them)"
+    )
     # decode is free and prefill takes 0.5 s: at 4 request/s the batch grows past 4
-    with pytest.raises(OutsideDomainError, match=r"concurrency up to 4"):
+    with pytest.raises(OutsideDomainError, match=r"concurrency up to 4") as e:
         predict(_request(fleet, store, rate=4.0, out=2000))
+    assert "neither a pass nor a miss can be shown; profile with --decode-concurrency up to" in (
+        str(e.value)
+    )
 
 
 def test_cli_text_json_and_errors(cli: Cli, single: tuple[Path, Path], tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from narwhal_store import (
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._frontend import FrontendScheduler
 from narwhal_trial._prediction import EngineSettings
-from narwhal_trial._profile_domain import accepted_profile, domain_items
+from narwhal_trial._profile_domain import accepted_profile, domain_items, lengths_hint
 from narwhal_trial._scheduling import scheduling
 from narwhal_trial._spread import EngineSpread, FleetSpread, Replica, engine_spread
 from narwhal_trial._vtime import EngineModel, TrialShape
@@ -111,6 +111,7 @@ def fleet_model(
     entries = fleet.config.engines
     has_prefill = any(e.role == "prefill" for e in entries)
     problems: list[str] = []
+    failed: set[str] = set()
     engines: list[EngineModel] = []
     prefill_error: dict[str, float] = {}
     decode_error: dict[str, float] = {}
@@ -126,6 +127,7 @@ def fleet_model(
         role = "mixed" if entry.role == "decode" and not has_prefill else entry.role
         items = domain_items(entry.iid, role, found, shape.input_tokens, shape.output_tokens)
         problems += [f"{i.subject}: {i.what}: {i.detail}" for i in items if not i.ok]
+        failed |= {i.what for i in items if not i.ok}
         pf, df = found.prefill_fit, found.decode_fit
         if pf.form != PREFILL_FORM or (df is not None and df.form != DECODE_FORM):
             problems.append(
@@ -174,7 +176,9 @@ def fleet_model(
             spreads[entry.iid] = engine_spread(found, samples, shape.output_tokens)
     if problems:
         raise OutsideDomainError(
-            "the trial lies outside the accepted profile domain: " + "; ".join(problems)
+            "the trial lies outside the accepted profile domain: "
+            + "; ".join(problems)
+            + lengths_hint(failed)
         )
     return FleetModel(
         engines, prefill_error, decode_error, decode_max, FleetSpread(spreads), schedules

@@ -20,7 +20,7 @@ from typing import Literal
 from narwhal_store import LoadedFleet, LoadedStore
 from narwhal_trial._model import OutsideDomainError
 from narwhal_trial._prediction_schedule import PredictedWorkload
-from narwhal_trial._profile_domain import accepted_profile, domain_items
+from narwhal_trial._profile_domain import accepted_profile, domain_items, lengths_hint
 from narwhal_trial._vtime import TrialShape
 
 
@@ -55,6 +55,7 @@ def check_schedule_domain(fleet: LoadedFleet, store: LoadedStore, shape: TrialSh
     entries = fleet.config.engines
     has_prefill = any(e.role == "prefill" for e in entries)
     problems: list[str] = []
+    failed: set[str] = set()
     for entry in entries:
         found = accepted_profile(store, fleet, entry.iid)
         if isinstance(found, str):
@@ -65,11 +66,13 @@ def check_schedule_domain(fleet: LoadedFleet, store: LoadedStore, shape: TrialSh
             for item in domain_items(entry.iid, role, found, ins[k], outs[k]):
                 if not item.ok and item.what not in seen:
                     seen.add(item.what)
+                    failed.add(item.what)
                     problems.append(f"{item.subject}: {item.what}: request {k}: {item.detail}")
     if problems:
         raise OutsideDomainError(
             "the workload's requests lie outside the accepted profile domain: "
             + "; ".join(problems)
+            + lengths_hint(failed)
         )
 
 

@@ -97,3 +97,18 @@ def _decode_item(iid: str, dom: dict[str, Any], n_in: int, n_out: int) -> CheckI
     ctx = n_in + n_out / 2
     ok = isinstance(lo, int | float) and isinstance(hi, int | float) and lo <= ctx <= hi
     return CheckItem(iid, "decode domain", ok, f"mean context {ctx:g}, profile [{lo}, {hi}]")
+
+
+def lengths_hint(whats: set[str]) -> str:
+    """What to profile for the domain checks that failed (their ``what``), or ``""``."""
+    options = [
+        option
+        for what, option in (
+            ("prefill domain", "--prefill-lens"),
+            ("decode domain", "--decode-input-lens"),
+        )
+        if what in whats
+    ]
+    if not options:
+        return ""
+    return f": profile those lengths (narwhal-profile {' and '.join(options)} covering them)"
