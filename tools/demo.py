@@ -330,9 +330,10 @@ def predict_rate(
     if p.get("bound") is not None:
         b = p["bound"]
         return (
-            f"MISS (bound): at most {p['good']}/{requests} good (need {p['required_good']}): the "
-            f"profiled engines complete at most {_per_s(b['throughput_bound'], scale)}, so from "
-            f"request {b['first_miss']} on none can be good"
+            f"MISS (bound): at most {p['good']}/{requests} good (need {p['required_good']}): "
+            "held at their profiled concurrency the engines complete at most "
+            f"{_per_s(b['throughput_bound'], scale)}, so from request {b['first_miss']} on the "
+            f"queue breaks the SLO; the fits extended beyond it leave {b['extended_good']} good"
         )
     return (
         f"{'PASS' if p['pass'] else 'MISS'}: {p['good']}/{requests} good, attainment "

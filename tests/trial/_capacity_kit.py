@@ -25,8 +25,9 @@ TARGET = TrialTarget(Decimal("2"), Decimal("0.0333"), Decimal("0.95"))
 KV_TRANSFER_S_PER_TOKEN = 2.5e-6
 
 
-def demo_like(folder: Path) -> tuple[Path, Path]:
-    """The fleet file and its profile store."""
+def demo_like(folder: Path, concurrency: list[int] | None = None) -> tuple[Path, Path]:
+    """The fleet file and its profile store (decode profiled at ``concurrency``, default
+    ``CONCURRENCY``)."""
     engines = [
         {"iid": "h200-0.prefill", "role": "prefill", "shared_device": {"group": "h200-0"}},
         {"iid": "h200-0.decode", "role": "decode", "shared_device": {"group": "h200-0"}},
@@ -43,7 +44,8 @@ def demo_like(folder: Path) -> tuple[Path, Path]:
     }
     fleet.write_text(json.dumps(doc))
     fits = {str(e["iid"]): (PREFILL, DECODE) for e in engines}
-    store = write_profiles(fleet, LENGTHS, INPUT_LENS, fits=fits, concurrency=CONCURRENCY)
+    levels = CONCURRENCY if concurrency is None else concurrency
+    store = write_profiles(fleet, LENGTHS, INPUT_LENS, fits=fits, concurrency=levels)
     return fleet, store
 
 

@@ -74,12 +74,15 @@ def test_the_demo_fleet_at_12_per_second_is_a_bounded_miss(
     slack = 2.0 + 127 * 0.0333
     first = next(k for k in range(200) if (k + 1) / b.throughput_bound > k / 12 + slack) + 1
     assert b.first_miss == first
-    assert p.good == first - 1 < p.required_good == 190
+    assert b.held_good == first - 1 and b.extended_good < 190
+    assert max(b.held_good, b.extended_good) <= p.good < p.required_good == 190
+    assert b.certain_misses == 200 - p.good
     assert (p.attainment_interval.method, p.attainment_interval.high) == ("bound", p.good / 200)
     assert any("32 decoding sequences" in why for why in b.beyond)
     text = render_text(doc)
     assert f"rate 12/s: at most {p.good} good (need 190)" in text and "-> MISS (bound)" in text
     assert f"from request {first} on" in text and "no latencies predicted" in text
+    assert f"with the fits extended beyond it, at their fastest, {b.extended_good} are good" in text
 
 
 def test_the_bounded_miss_exits_2_from_the_command(cli: Cli, fleet: tuple[Path, Path]) -> None:
@@ -162,6 +165,23 @@ def test_refuses_where_neither_a_pass_nor_a_miss_shows(tmp_path: Path) -> None:
     assert "neither a pass nor a miss can be shown" in message
     assert "reaches 20 decoding sequences" in message
     assert "--decode-concurrency up to 20" in message
+
+
+def test_a_miss_resting_on_the_held_batch_alone_is_refused(tmp_path: Path) -> None:
+    """Decode profiled up to 4 sequences only: held there, the engines complete at most 5.12
+    request/s, so at 7 request/s the bound alone would call a miss, but the fits extended to the
+    batches the fleet builds pass it. A claim that rests on one premise is not made: refused,
+    naming both counts and the concurrency to profile."""
+    fleet, store = demo_like(tmp_path, [1, 4])
+    with pytest.raises(OutsideDomainError) as caught:
+        predict(request(fleet, store, 7.0))
+    message = str(caught.value)
+    assert (
+        "of its 200 requests the throughput bound (5.12 request/s at the profiled concurrency) "
+        "leaves 116 able to be good, the fits extended beyond that concurrency 200 (need 190)"
+    ) in message
+    assert "neither a pass nor a miss can be shown" in message
+    assert "--decode-concurrency up to 13 " in message
 
 
 def test_certain_miss_counts_per_request() -> None:

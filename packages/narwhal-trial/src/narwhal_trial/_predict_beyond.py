@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from narwhal_trial._capacity import ThroughputBound, certain_miss
+from narwhal_trial._capacity import CertainMiss, ThroughputBound, certain_miss
 from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget
-from narwhal_trial._predict_buckets import predicted_buckets
+from narwhal_trial._predict_buckets import good_requests, predicted_buckets
 from narwhal_trial._prediction import AttainmentInterval, RatePrediction
 from narwhal_trial._prediction_capacity import BoundMiss
-from narwhal_trial._vtime import SimulatedOutcome, TrialShape
+from narwhal_trial._vtime import SimulatedOutcome, TrialShape, simulate
 
 #: The share of replications that may need a decode batch beyond the profiled concurrency before
 #: the rate leaves the profiled domain (their 5-95 % range would rest on extrapolation beyond it).
@@ -41,6 +41,21 @@ def pace_text(shape: TrialShape, pace: float, precision: str = "g") -> str:
     return f"speedup {pace:{precision}}x" if shape.scheduled else f"{pace:{precision}} request/s"
 
 
+def possible_goods(
+    model: FleetModel, shape: TrialShape, target: TrialTarget, rate: float, bound: ThroughputBound
+) -> tuple[CertainMiss, set[int], set[int]]:
+    """The bound's verdict at ``rate``, the requests it leaves able to be good, and those good
+    when the fits (at the fast end of their worst residuals) are extended beyond the profiled
+    concurrency (only computed when the bound shows a miss). A miss is claimed only when their
+    union leaves fewer than the required good requests, so it never rests on one premise."""
+    found = certain_miss(bound.fast_rate, shape, target, rate)
+    held = {k for k, miss in enumerate(found.misses) if not miss}
+    extended = (
+        good_requests(simulate(model.scaled(-1), shape, rate), target) if found.certain else held
+    )
+    return found, held, extended
+
+
 def bounded(
     model: FleetModel,
     runs: list[SimulatedOutcome],
@@ -52,19 +67,24 @@ def bounded(
     """The trial beyond the profiled concurrency: a miss the throughput bound shows, else
     ``OutsideDomainError`` saying which concurrency to profile."""
     beyond = beyond_domain(model, runs)
-    found = certain_miss(bound.fast_rate, shape, target, rate)
-    if not found.certain:
+    found, held, extended = possible_goods(model, shape, target, rate, bound)
+    possible = held | extended
+    n, need = shape.requests, found.required_good
+    if len(possible) >= need:
         what = "speedup" if shape.scheduled else "rate"
         batch = max(max(o.max_decoding.values()) for o in runs)
-        raise OutsideDomainError(
-            f"at {pace_text(shape, rate)} " + "; ".join(beyond) + f", and the throughput bound "
-            f"({bound.fast_rate:.4g} request/s at the profiled concurrency) leaves "
-            f"{found.max_good} of {shape.requests} requests able to be good (need "
-            f"{found.required_good}): neither a pass nor a miss can be shown; profile with "
-            f"--decode-concurrency up to {batch} (or give --limits) before predicting this {what}"
+        how = (
+            f"of its {n} requests the throughput bound ({bound.fast_rate:.4g} request/s at the "
+            f"profiled concurrency) leaves {found.max_good} able to be good"
         )
-    n = shape.requests
-    possible = {k for k, miss in enumerate(found.misses) if not miss}
+        if found.certain:
+            how += f", the fits extended beyond that concurrency {len(extended)}"
+        raise OutsideDomainError(
+            f"at {pace_text(shape, rate)} " + "; ".join(beyond) + f", and {how} (need {need}): "
+            "neither a pass nor a miss can be shown; profile with --decode-concurrency up to "
+            f"{batch} (or give --limits) before predicting this {what}"
+        )
+    good = len(possible)
     verdict: dict[str, Any] = {"pass": False}
     if shape.scheduled:
         verdict["speedup"] = rate
@@ -73,10 +93,10 @@ def bounded(
         **verdict,
         rate=shape.mean_rate(rate),
         replications=len(runs),
-        good=found.max_good,
-        required_good=found.required_good,
-        attainment=found.max_good / n,
-        attainment_interval=AttainmentInterval(method="bound", low=0.0, high=found.max_good / n),
+        good=good,
+        required_good=need,
+        attainment=good / n,
+        attainment_interval=AttainmentInterval(method="bound", low=0.0, high=good / n),
         pass_probability=0.0,
         pass_interval=(False, False),
         schedule_misses=0,
@@ -87,7 +107,9 @@ def bounded(
             throughput_bound=bound.fast_rate,
             concurrency=bound.concurrency,
             first_miss=found.first or n,
-            certain_misses=n - found.max_good,
+            held_good=len(held),
+            extended_good=len(extended),
+            certain_misses=n - good,
             beyond=beyond,
         ),
     )

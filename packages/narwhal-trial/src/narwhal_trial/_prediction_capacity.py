@@ -64,7 +64,13 @@ class BoundMiss(AliasedDoc):
         description="the first request (from 1) that cannot be good: the queue has kept it past "
         "its TTFT bound plus its output's TPOT bounds"
     )
-    certain_misses: int = Field(description="requests that cannot be good")
+    held_good: int = Field(description="requests the bound leaves able to be good")
+    extended_good: int = Field(
+        description="requests good with the fits (at the fast end of their worst residuals) "
+        "extended beyond the profiled concurrency: the miss is claimed only when neither this "
+        "nor held_good, together, reach the required good"
+    )
+    certain_misses: int = Field(description="requests good under neither premise")
     beyond: list[str] = Field(description="why the latencies cannot be predicted")
 
 
@@ -102,9 +108,11 @@ def sustainable_lines(s: SustainableRate, trial_edge: float | None, requests: in
 def bound_lines(b: BoundMiss, ttft_s: str, tpot_s: str) -> list[str]:
     """Why a bounded miss is certain, and why it gives no latencies."""
     return [
-        f"  the engines complete at most {_rate(b.throughput_bound)} with decode batches held at "
-        f"{_held(b.concurrency)}: from request {b.first_miss} on, the queue keeps each request "
-        f"past TTFT {ttft_s} s plus its output at TPOT {tpot_s} s ({b.certain_misses} cannot "
-        "be good)",
+        f"  held at the profiled decode concurrency ({_held(b.concurrency)}) the engines complete "
+        f"at most {_rate(b.throughput_bound)}: from request {b.first_miss} on, the queue keeps "
+        f"each request past TTFT {ttft_s} s plus its output at TPOT {tpot_s} s ({b.held_good} "
+        "can be good)",
+        f"  with the fits extended beyond it, at their fastest, {b.extended_good} are good; "
+        f"{b.certain_misses} are good under neither",
         "  no latencies predicted: " + "; ".join(b.beyond),
     ]

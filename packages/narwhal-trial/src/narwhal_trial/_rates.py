@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from narwhal_trial._capacity import ThroughputBound, certain_miss, throughput_bound
+from narwhal_trial._capacity import ThroughputBound, throughput_bound
 from narwhal_trial._model import FleetModel, TrialTarget
-from narwhal_trial._predict_beyond import beyond_domain, bounded, pace_text
+from narwhal_trial._predict_beyond import beyond_domain, bounded, pace_text, possible_goods
 from narwhal_trial._predict_buckets import (
     good_flags,
     good_requests,
@@ -158,6 +158,10 @@ class _Judge:
             self._bound = throughput_bound(self._model, self._shape)
         return self._bound
 
+    def _possible(self, rate: float) -> set[int]:
+        _, held, extended = possible_goods(self._model, self._shape, self._target, rate, self.bound)
+        return held | extended
+
     def __call__(self, rate: float) -> float | None:
         if rate not in self.seen:
             runs = outcomes(self._model, self._shape, rate, self._replications, self._seed)
@@ -166,7 +170,7 @@ class _Judge:
             if not beyond_domain(self._model, runs):
                 p = sum(1 for o in runs if _good(o, self._target) >= self._need) / len(runs)
                 state = "pass" if p >= 0.5 else "miss"
-            elif certain_miss(self.bound.fast_rate, self._shape, self._target, rate).certain:
+            elif len(self._possible(rate)) < self._need:
                 p, state = 0.0, "miss (bound)"
             self.seen[rate] = p
             self.tried.append((rate, state))
