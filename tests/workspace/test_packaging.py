@@ -17,9 +17,9 @@ LIBRARIES = {
     "narwhal-fit": "narwhal_fit",
     "narwhal-store": "narwhal_store",
 }
-# The narwhal libraries each one brings along: narwhal-store takes narwhal-fit's form names and
-# gate figures (docs/design.md §1).
-BROUGHT = {"narwhal-store": ["narwhal-fit"]}
+# The narwhal libraries each one brings along: none (narwhal-store holds its own copy of the fit
+# forms, docs/design.md §1).
+BROUGHT: dict[str, list[str]] = {}
 
 
 def _uv() -> str:

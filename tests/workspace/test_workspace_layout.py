@@ -22,12 +22,31 @@ PACKAGES = {
     "narwhal-sim": "narwhal_sim",
     "narwhal-report": "narwhal_report",
 }
-# Dependencies each library may declare (the issue's "installs alone with only ..."); narwhal-store
-# also takes narwhal-fit's form names and gate figures (docs/design.md §1).
+# Dependencies each package may declare (docs/design.md §1): the libraries install alone with
+# only these; the commands' lists keep the package diagram, the README's table and
+# docs/interfaces.md honest (tests/workspace/test_dependency_facts.py reads them from here).
 ALLOWED_DEPENDENCIES = {
     "narwhal-engine-client": {"httpx", "prometheus-client"},
     "narwhal-fit": {"numpy", "scipy"},
-    "narwhal-store": {"narwhal-fit", "pydantic", "orjson"},
+    "narwhal-store": {"pydantic", "orjson"},
+    "narwhal-profile-cli": {
+        "narwhal-engine-client",
+        "narwhal-fit",
+        "narwhal-store",
+        "orjson",
+        "typer",
+    },
+    "narwhal-trial": {
+        "narwhal-engine-client",
+        "narwhal-fit",
+        "narwhal-store",
+        "numpy",
+        "orjson",
+        "pydantic",
+        "typer",
+    },
+    "narwhal-report": {"narwhal-store", "narwhal-trial", "matplotlib", "numpy", "typer"},
+    "narwhal-sim": {"narwhal-store", "orjson", "typer"},
 }
 
 
@@ -101,10 +120,15 @@ def test_internal_dependencies_are_ranges_wired_to_the_workspace(dist: str, modu
 
 @pytest.mark.parametrize("dist", sorted(ALLOWED_DEPENDENCIES))
 def test_libraries_declare_only_their_stated_dependencies(dist: str) -> None:
-    """The reusable libraries depend on exactly what their issue allows."""
+    """Every package declares exactly the dependencies the table allows it."""
     data = _pyproject(ROOT / "packages" / dist / "pyproject.toml")
     names = {_dep_name(d) for d in data["project"]["dependencies"]}  # type: ignore[index]
-    assert names <= ALLOWED_DEPENDENCIES[dist]
+    assert names == ALLOWED_DEPENDENCIES[dist]
+
+
+def test_every_package_has_an_allowed_dependency_list() -> None:
+    """No package is left out of the table."""
+    assert set(ALLOWED_DEPENDENCIES) == set(PACKAGES)
 
 
 def _imported_modules(src: Path) -> set[str]:
@@ -122,8 +146,8 @@ def _imported_modules(src: Path) -> set[str]:
 @pytest.mark.parametrize(("dist", "module"), sorted(PACKAGES.items()))
 def test_dependency_direction(dist: str, module: str) -> None:
     """Libraries never import CLIs, the report or the simulator; fit and store never import
-    httpx; store imports fit (its form names and gate figures) but never numpy or scipy, and fit
-    never imports store."""
+    httpx nor each other (the store holds its own copy of the fit forms); store never imports
+    numpy or scipy."""
     imported = _imported_modules(ROOT / "packages" / dist / "src")
     if dist != "narwhal-sim":
         assert "narwhal_sim" not in imported
@@ -134,7 +158,7 @@ def test_dependency_direction(dist: str, module: str) -> None:
     assert not imported & commands - {module}
     if dist in {"narwhal-fit", "narwhal-store"}:
         assert "httpx" not in imported
-        assert not imported & {"narwhal_engine_client", "narwhal_store"} - {module}
+        assert not imported & {"narwhal_engine_client", "narwhal_fit", "narwhal_store"} - {module}
     if dist == "narwhal-store":
         assert not imported & {"numpy", "scipy"}
     if dist == "narwhal-engine-client":
@@ -142,9 +166,11 @@ def test_dependency_direction(dist: str, module: str) -> None:
 
 
 def test_importing_the_store_loads_no_numerical_library() -> None:
-    """narwhal-store takes its form names and gate figures from narwhal-fit, whose numerical
-    libraries load with the first fit: ``import narwhal_store`` loads neither numpy nor scipy."""
-    probe = "import sys, narwhal_store; print(sorted({'numpy', 'scipy'} & set(sys.modules)))"
+    """``import narwhal_store`` loads neither numpy nor scipy, nor narwhal-fit."""
+    probe = (
+        "import sys, narwhal_store; "
+        "print(sorted({'numpy', 'scipy', 'narwhal_fit'} & set(sys.modules)))"
+    )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )

@@ -3,9 +3,9 @@
 Strict pydantic models for the four file formats (``narwhal.fleet``, ``narwhal.limits``,
 ``narwhal.profiles``, ``narwhal.samples``), loaders whose errors name the file and the JSON path,
 canonical JSON and SHA-256 provenance, crash-safe symlink-refusing writes of a store with its
-sidecar (and of any single file), verified reads, merges and JSON Schemas. Depends on pydantic,
-orjson and narwhal-fit (its fit-form names and gate figures only: importing narwhal_store loads
-neither numpy nor scipy).
+sidecar (and of any single file), verified reads, merges and JSON Schemas. Depends on pydantic
+and orjson only: the fit forms' names, formulas and trust bounds belong to the format
+(``_forms``), so reading a store needs neither narwhal-fit nor numpy nor scipy.
 """
 
 from narwhal_store._atomic import write_file_atomic

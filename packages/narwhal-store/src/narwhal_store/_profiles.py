@@ -8,16 +8,6 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
-from narwhal_fit import (
-    DECODE_COEFFICIENTS,
-    DECODE_FORM,
-    MIXING_COEFFICIENTS,
-    MIXING_FORM,
-    PREFILL_COEFFICIENTS,
-    PREFILL_FORM,
-    tpot_batch_context_s,
-    ttft_quadratic_s,
-)
 from narwhal_store._fields import (
     Generator,
     Iid,
@@ -29,6 +19,16 @@ from narwhal_store._fields import (
     Sha256,
     StrictModel,
     Timestamp,
+)
+from narwhal_store._forms import (
+    DECODE_COEFFICIENTS,
+    DECODE_FORM,
+    MIXING_COEFFICIENTS,
+    MIXING_FORM,
+    PREFILL_COEFFICIENTS,
+    PREFILL_FORM,
+    tpot_batch_context_s,
+    ttft_quadratic_s,
 )
 from narwhal_store._scheduler import SchedulerSettings
 

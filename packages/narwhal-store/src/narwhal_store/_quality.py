@@ -1,9 +1,9 @@
 """How well a stored fit describes its samples, and the bounds a decode fit is trusted within.
 
-The seed gates only the prefill fit (narwhal-fit's ``gate_prefill``, at its ``DEFAULT_MEAN_LIMIT``
-mean and ``DEFAULT_WORST_LIMIT`` worst-point relative error). A decode fit beyond the same figures
-is stored, but the profiler warns about it and ``load_trial.py check`` refuses it, so a bad decode
-fit never silently feeds a trial.
+The seed gates only the prefill fit (narwhal-fit's ``gate_prefill``, at the format's
+``FIT_MEAN_BOUND`` mean and ``FIT_WORST_BOUND`` worst-point relative error, ``_forms``). A decode
+fit beyond the same figures is stored, but the profiler warns about it and ``load_trial.py check``
+refuses it, so a bad decode fit never silently feeds a trial.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from narwhal_fit import DEFAULT_MEAN_LIMIT, DEFAULT_WORST_LIMIT
+from narwhal_store._forms import FIT_MEAN_BOUND, FIT_WORST_BOUND
 from narwhal_store._profiles import FitDoc
 
 __all__ = [
@@ -22,9 +22,9 @@ __all__ = [
     "decode_fit_suspect",
 ]
 
-DECODE_MEAN_BOUND: Final = DEFAULT_MEAN_LIMIT
+DECODE_MEAN_BOUND: Final = FIT_MEAN_BOUND
 """A decode fit whose mean relative error exceeds this (the prefill gate's figure) is suspect."""
-DECODE_WORST_BOUND: Final = DEFAULT_WORST_LIMIT
+DECODE_WORST_BOUND: Final = FIT_WORST_BOUND
 """A decode fit whose worst-point relative error exceeds this (the prefill gate's figure) is
 suspect."""
 BURSTY_SHARE: Final = 0.25
