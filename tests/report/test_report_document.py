@@ -120,3 +120,19 @@ def test_no_prediction_without_a_fleet(tmp_path: Path, inputs: dict[str, Path]) 
     page = render(read_inputs([store, inputs["pass"], inputs["miss"]])).decode()
     assert "no fleet file of this store found (give --fleet)" in page
     assert "predicted from fleet-profiles.json" not in page
+
+
+def test_every_id_is_unique_and_every_link_lands(page: str) -> None:
+    """Valid HTML: no id twice (each inline SVG's matplotlib ids carry the figure's own prefix),
+    every in-page link and every SVG reference names an id that exists, and no two entries of the
+    contents read the same."""
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    assert not repeated, repeated[:10]
+    assert page.count('id="svg1-figure_1"') == 1 and page.count('id="svg2-figure_1"') == 1
+    known = set(ids)
+    targets = re.findall(r'href="#([^"]+)"', page) + re.findall(r"url\(#([^)]+)\)", page)
+    assert targets and not [t for t in targets if t not in known]
+    contents = page.split("<nav", 1)[1].split("</nav>", 1)[0]
+    entries = re.findall(r'<a href="#[^"]+">([^<]+)</a>', contents)
+    assert len(entries) == len(set(entries)), entries

@@ -165,4 +165,4 @@ def render(inputs: Inputs, options: Options | None = None) -> bytes:
         f"<title>{esc('narwhal report')}</title>\n<style>{CSS}</style>\n</head>\n"
         f"<body>\n{body}\n</body>\n</html>\n"
     )
-    return page.encode()
+    return _svg.unique_ids(page).encode()

@@ -92,3 +92,24 @@ def integer_ticks(axis: Any) -> None:
     from matplotlib.ticker import MaxNLocator
 
     axis.set_major_locator(MaxNLocator(integer=True))
+
+
+_SVG_BLOCK: Final = re.compile(r"<svg\b.*?</svg>", re.DOTALL)
+_ID: Final = re.compile(r'\bid="([^"]+)"')
+_REFERENCE: Final = re.compile(r'(url\(#|href="#)([^)"]+)')
+
+
+def unique_ids(page: str) -> str:
+    """``page`` with every id inside its ``n``-th inline ``<svg>`` (and every reference to one:
+    ``url(#…)``, ``href="#…"``) prefixed ``svgN-``: matplotlib numbers each figure's elements from
+    1 (``figure_1``, ``patch_1``), so two figures on one page would share ids."""
+    count = 0
+
+    def one(match: re.Match[str]) -> str:
+        nonlocal count
+        count += 1
+        prefix = f"svg{count}-"
+        block = _ID.sub(lambda m: f'id="{prefix}{m.group(1)}"', match.group(0))
+        return _REFERENCE.sub(lambda m: f"{m.group(1)}{prefix}{m.group(2)}", block)
+
+    return _SVG_BLOCK.sub(one, page)

@@ -163,7 +163,12 @@ def sweep_section(
             tag("ul", join(tag("li", esc(line)) for line in lines)) if lines else Markup(""),
         ]
     )
-    return Section(slug("sweep", index), f"Attainment against rate ({m.model})", body)
+    title = (
+        f"Attainment against rate ({m.model}, {m.requests} x {m.input_tokens} in / "
+        f"{m.output_tokens} out, TTFT ≤ {m.ttft_s} s, TPOT ≤ {m.tpot_s} s, workload "
+        f"{m.workload_digest[:8]})"
+    )
+    return Section(slug("sweep", index), title, body)
 
 
 def draw_measured(ax: Any, rate: float, summary: Summary, colour: str) -> None:
