@@ -1,7 +1,7 @@
 """``narwhal-trial`` at scale: ``prepare --trace`` of 100,000 requests, and ``run`` of a
 10,000-request window at its real pace with the client on one core.
 
-Issue 24's bounds: ``prepare`` of a 100,000-request trace takes under 30 s and under 1 GiB RSS;
+The bounds held to: ``prepare`` of a 100,000-request trace takes under 30 s and under 1 GiB RSS;
 ``run`` of a 10,000-request window at its real pace keeps a valid schedule on one core.
 
 Method.
