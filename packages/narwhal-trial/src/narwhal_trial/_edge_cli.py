@@ -13,6 +13,7 @@ from narwhal_trial._edge_command import edge_command
 from narwhal_trial._edge_settings import EdgeSettings, predict_options
 from narwhal_trial._errors import TrialError
 from narwhal_trial._event_loop import DEFAULT_LOOP
+from narwhal_trial._invocation import Invocation
 from narwhal_trial._replay import run_timing
 from narwhal_trial._run_options import (
     DRAIN_TIMEOUT_DEFAULT_S,
@@ -40,7 +41,6 @@ from narwhal_trial._run_options import (
     WorkloadOpt,
     run_settings,
 )
-from narwhal_trial.cli import _Invocation
 
 _PREDICT = "With --fleet and --profiles: "
 
@@ -165,7 +165,7 @@ def edge(
     first; 1 for bad input, a blocking error, or a rate whose schedule stayed invalid after its
     repeats; 130 interrupted.
     """
-    inv: _Invocation = ctx.obj
+    inv: Invocation = ctx.obj
     try:
         timing = run_timing(
             workload,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated
@@ -28,8 +27,10 @@ from narwhal_trial._commands import (
     prepare_command,
     reconcile_command,
 )
+from narwhal_trial._edge_cli import edge
 from narwhal_trial._errors import TrialError, TrialUsageError
 from narwhal_trial._event_loop import DEFAULT_LOOP
+from narwhal_trial._invocation import Invocation
 from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import DEFAULT_REPLICATIONS, MAX_REPLICATIONS, PredictRequest
 from narwhal_trial._predict_workload import workload_shape
@@ -85,13 +86,6 @@ from narwhal_trial._stats import parse_fraction, parse_seconds
 from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS, TrialShape
 
 
-@dataclass(frozen=True, slots=True)
-class _Invocation:
-    prog: str
-    argv: tuple[str, ...]
-    launcher: Path | None
-
-
 def _app() -> typer.Typer:
     app = typer.Typer(
         add_completion=False,
@@ -100,8 +94,6 @@ def _app() -> typer.Typer:
         rich_markup_mode=None,
         help="The synthetic deployment trial: prepare, check, run, reconcile, predict, edge.",
     )
-    from narwhal_trial._edge_cli import edge  # imports this module's option types
-
     app.callback()(_root)
     app.command("prepare")(prepare)
     app.command("run")(run)
@@ -193,7 +185,7 @@ def prepare(
     Through a frontend whose workers serve no HTTP (NVIDIA Dynamo), give --tokenizer and, when
     its metrics publish no context length, --max-model-len.
     """
-    inv: _Invocation = ctx.obj
+    inv: Invocation = ctx.obj
     try:
         path = prepare_command(
             base=base,
@@ -320,7 +312,7 @@ def run(
     --trace or --arrivals) is replayed on its own due times, divided by --speedup (default 1:
     its real pace); each request is judged on its own output length.
     """
-    inv: _Invocation = ctx.obj
+    inv: Invocation = ctx.obj
     try:
         timing = run_timing(workload, rate=rate, requests=requests, speedup=speedup)
     except TrialError as exc:
@@ -388,7 +380,7 @@ def check(
 ) -> None:
     """Before the trial: context limits, profile domain, prefix caching off. Exit 0 when every
     check passes, 2 when one fails, 1 when an input cannot be used."""
-    inv: _Invocation = ctx.obj
+    inv: Invocation = ctx.obj
     try:
         code, text = check_command(
             workload=workload,
@@ -418,7 +410,7 @@ def reconcile(
     """Match every client record to the router journal by request id. Exit 0 when all reconcile,
     2 when one does not, 1 when a file cannot be read or a request that is not the trial's
     overlaps its window (the router was not reserved)."""
-    inv: _Invocation = ctx.obj
+    inv: Invocation = ctx.obj
     try:
         code, text, error = reconcile_command(requests=requests, journal=journal, as_json=json_out)
     except TrialError as exc:
@@ -561,7 +553,7 @@ def predict(
     --speedup (default 1; --find-max-rate searches the highest speedup). Exit 0 when the
     prediction passes (pass probability at least 0.5), 2 when it misses the target, 1 for bad
     input or a trial outside the profiled domain."""
-    inv: _Invocation = ctx.obj
+    inv: Invocation = ctx.obj
     try:
         if rate is not None and not (0 < rate < float("inf")):
             raise TrialUsageError(f"--rate must be a positive number, got {rate:g}")
@@ -635,11 +627,11 @@ def main(argv: list[str] | None = None, *, launcher: Path | None = None) -> None
     if prog in ("", "__main__.py"):  # python -m narwhal_trial
         prog = "narwhal-trial"
     command = (sys.executable, sys.argv[0], *args) if argv is None else ("narwhal-trial", *args)
-    inv = _Invocation(prog=prog, argv=command, launcher=launcher)
+    inv = Invocation(prog=prog, argv=command, launcher=launcher)
     sys.exit(_invoke(args or ["--help"], prog, inv))
 
 
-def _invoke(args: list[str], prog: str, inv: _Invocation) -> int:
+def _invoke(args: list[str], prog: str, inv: Invocation) -> int:
     """Run the typer app; a usage error typer finds itself (unknown option, missing value, bad
     type, a value out of range) is one ``PROG: error: ...`` line and exit 1, a blocking error as
     the runbook's table has it (2 is a judged run), never click's usage block."""
