@@ -60,9 +60,12 @@ def tpot_batch_context_s(
 ) -> float:
     """``d0 + d1*n + d2*n*ctx`` seconds for ``concurrency`` streams at mean context ``ctx`` (form
     ``tpot-batch-context-v1``; the one place its formula is written, for fits and documents)."""
-    c = coefficients
-    n = float(concurrency)
-    return c["d0"] + c["d1"] * n + c["d2"] * n * float(ctx)
+    return float(_batch_context(coefficients, float(concurrency), float(ctx)))
+
+
+def _batch_context(c: Mapping[str, float], n: Any, ctx: Any) -> Any:
+    """The form's formula on floats or on numpy arrays of them (the one place it is written)."""
+    return c["d0"] + c["d1"] * n + c["d2"] * n * ctx
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +110,7 @@ class DecodeFit:
 
         n = np.asarray(concurrency, dtype=np.float64)
         x = np.asarray(ctx, dtype=np.float64)
-        c = self.coefficients
-        return np.asarray(c["d0"] + c["d1"] * n + c["d2"] * n * x, dtype=np.float64)
+        return np.asarray(_batch_context(self.coefficients, n, x), dtype=np.float64)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (str, int, float, list, dict only); :meth:`from_dict` reads it."""

@@ -51,8 +51,11 @@ _MIN_LENGTHS: Final = 3
 def ttft_quadratic_s(coefficients: Mapping[str, float], length: float) -> float:
     """``a + b*L + c*L**2`` seconds for a prompt of ``length`` tokens (form ``ttft-quadratic-v1``;
     the one place its formula is written, for fits and for stored fit documents alike)."""
-    c = coefficients
-    x = float(length)
+    return float(_quadratic(coefficients, float(length)))
+
+
+def _quadratic(c: Mapping[str, float], x: Any) -> Any:
+    """The form's formula on a float or on a numpy array of them (the one place it is written)."""
     return c["a"] + c["b"] * x + c["c"] * x * x
 
 
@@ -84,8 +87,7 @@ class PrefillFit:
         import numpy as np  # deferred: numpy loads with the first fit, not with the package
 
         x = np.asarray(lengths, dtype=np.float64)
-        c = self.coefficients
-        return np.asarray(c["a"] + c["b"] * x + c["c"] * x * x, dtype=np.float64)
+        return np.asarray(_quadratic(self.coefficients, x), dtype=np.float64)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (str, int, float, list, dict only); :meth:`from_dict` reads it."""
