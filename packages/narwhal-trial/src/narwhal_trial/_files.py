@@ -6,6 +6,9 @@ import contextlib
 import os
 import stat
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from narwhal_store import (
     PathAccessError,
@@ -132,3 +135,8 @@ def create_exclusive(path: Path) -> int:
     return os.open(
         path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _NOFOLLOW | _CLOEXEC, FILE_MODE
     )
+
+
+def document_bytes(doc: Any) -> bytes:
+    """A run folder's JSON document as written: orjson, indented, keys sorted, one final newline."""
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"

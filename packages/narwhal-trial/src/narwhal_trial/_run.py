@@ -17,13 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import orjson
-
 from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineError, gc_paused
 from narwhal_trial._drain import wait_drained
 from narwhal_trial._errors import TrialError
 from narwhal_trial._event_loop import LoopFactory, resolve_loop
-from narwhal_trial._files import atomic_write, make_private_dir
+from narwhal_trial._files import atomic_write, document_bytes, make_private_dir
 from narwhal_trial._frontend_read import read_frontend_scheduler
 from narwhal_trial._judge import Bounds, Outcome, judge, status_of
 from narwhal_trial._launch import LaunchRecord, keep, read_launch_records, refuse_caching_on
@@ -208,7 +206,7 @@ class _Trial:
             atomic_write(
                 out / "summary.json",
                 # a runbook run's summary has no schedule key: its file is what it always was
-                _json(
+                document_bytes(
                     summary.model_dump(
                         mode="json",
                         by_alias=True,
@@ -284,7 +282,8 @@ class _Trial:
 
     def _write_manifest(self) -> None:
         atomic_write(
-            self.settings.out / "manifest.json", _json(self.manifest.model_dump(mode="json"))
+            self.settings.out / "manifest.json",
+            document_bytes(self.manifest.model_dump(mode="json")),
         )
 
     async def _before(self, client: EngineClient) -> None:
@@ -502,7 +501,3 @@ class _Trial:
         if outcome.stream is not None and outcome.stream.ok:
             self.completed_ids.add(outcome.request_id)
         self.writer.put(outcome)
-
-
-def _json(doc: Any) -> bytes:
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 
-from narwhal_trial._files import atomic_write
+from narwhal_trial._files import atomic_write, document_bytes
 from narwhal_trial._records import RequestRecord, Summary
 from narwhal_trial._server_compare import compare
 from narwhal_trial._server_records import ReceiverFacts, ServerDoc
@@ -61,10 +60,6 @@ def write_server_view(
         lines = [orjson.dumps(r.model_dump(mode="json")) + b"\n" for r in records]
         atomic_write(out / "requests.jsonl", b"".join(lines))
     doc = ServerDoc(run_id=run_id, pages=pages, receiver=receiver)
-    atomic_write(out / "server.json", _json(doc.model_dump(mode="json")))
+    atomic_write(out / "server.json", document_bytes(doc.model_dump(mode="json")))
     view = compare(pages, records, span_view)
     return summary.model_copy(update={"server": view})
-
-
-def _json(doc: Any) -> bytes:
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
