@@ -122,81 +122,121 @@ def simulate(
     """Offer ``shape.requests`` requests at ``n / rate`` to an idle fleet (a scheduled shape's:
     at its offsets divided by ``rate``, the speedup, each with its own lengths); run until all
     end. ``replica``: one Monte Carlo replication's spread (None: the fits alone)."""
-    spreads = {} if replica is None else replica.engines
-    state = [_Engine(m, max(0.0, m.a - m.d0), spreads.get(m.iid)) for m in engines]
-    devices: dict[str, _Device] = {}
-    for e in state:
-        devices.setdefault(e.model.device, _Device([])).engines.append(e)
-    serving = [e for e in state if e.model.role in ("mixed", "decode")] or state
-    prefillers = [e for e in state if e.model.role == "prefill"]
-    n_req = shape.requests
-    arrival = shape.arrivals(rate)
-    ins, outs = shape.input_lengths(), shape.output_lengths()
-    first = [0.0] * n_req
-    last = [0.0] * n_req
-    route: list[tuple[_Engine, _Engine | None] | None] = []
-    cap = shape.max_in_flight
-    missed = 0
-    served: dict[str, int] = {e.model.iid: 0 for e in state}
-    prefilled: dict[str, int] = {e.model.iid: 0 for e in state}
-    ended = 0
-    nxt = 0
-    # the next event: an arrival, a step's end, or an idle device's first ready request
-    while ended + missed < n_req:
-        t = arrival[nxt] if nxt < n_req else float("inf")
-        for dev in devices.values():
-            cand = dev.end if dev.end is not None else _next_ready(dev)
-            if cand is not None and cand < t:
-                t = cand
-        for dev in devices.values():  # commit steps ending now
-            if dev.end is not None and dev.end <= t:
-                ended += _commit(dev, dev.end, shape, outs, first, last, route)
+    run = _Run(engines, shape, rate, replica)
+    while run.ended + run.missed < shape.requests:
+        now = run.next_event()
+        run.end_steps(now)
+        while run.offered < shape.requests and run.arrival[run.offered] <= now:
+            run.offer()
+        run.start_steps(now)
+    return run.outcome()
+
+
+class _Run:
+    """One virtual trial: the fleet's engines and devices, the client's offers, and when each
+    request's first and last token reached the client."""
+
+    def __init__(
+        self,
+        engines: list[EngineModel],
+        shape: TrialShape,
+        rate: float,
+        replica: Replica | None,
+    ) -> None:
+        spreads = {} if replica is None else replica.engines
+        self.engines = [_Engine(m, max(0.0, m.a - m.d0), spreads.get(m.iid)) for m in engines]
+        self.devices: dict[str, _Device] = {}
+        for e in self.engines:
+            self.devices.setdefault(e.model.device, _Device([])).engines.append(e)
+        self.serving = [e for e in self.engines if e.model.role in ("mixed", "decode")]
+        self.serving = self.serving or self.engines
+        self.prefillers = [e for e in self.engines if e.model.role == "prefill"]
+        self.shape, self.replica = shape, replica
+        self.arrival = shape.arrivals(rate)
+        self.ins, self.outs = shape.input_lengths(), shape.output_lengths()
+        self.first = [0.0] * shape.requests
+        self.last = [0.0] * shape.requests
+        self.route: list[tuple[_Engine, _Engine | None] | None] = []
+        self.served = {e.model.iid: 0 for e in self.engines}
+        self.prefilled = {e.model.iid: 0 for e in self.engines}
+        self.offered = self.missed = self.ended = 0
+
+    def next_event(self) -> float:
+        """The next arrival, step end, or idle device's first ready request."""
+        now = self.arrival[self.offered] if self.offered < self.shape.requests else float("inf")
+        for dev in self.devices.values():
+            due = dev.end if dev.end is not None else _next_ready(dev)
+            if due is not None and due < now:
+                now = due
+        return now
+
+    def end_steps(self, now: float) -> None:
+        """Emit the tokens of every step that ends by ``now``."""
+        for dev in self.devices.values():
+            if dev.end is not None and dev.end <= now:
+                self.ended += _commit(
+                    dev, dev.end, self.shape, self.outs, self.first, self.last, self.route
+                )
                 dev.end = None
-        while nxt < n_req and arrival[nxt] <= t:  # the client, then the router
-            if cap is not None and nxt - missed - ended >= cap:
-                route.append(None)
-                missed += 1
-                nxt += 1
-                continue
-            target = min(serving, key=lambda e: e.resident)
-            pre = (
-                min(prefillers, key=lambda e: e.resident)
-                if prefillers and target.model.role == "decode"
-                else None
-            )
-            target.resident += 1
-            served[target.model.iid] += 1
-            route.append((target, pre))
-            at = arrival[nxt]
-            host = target if pre is None else pre
-            f, wait = 1.0, host.delay
-            if host.spread is not None and replica is not None:
-                f = host.spread.prefill_level(ins[nxt])
-                wait = max(0.0, wait * f + host.spread.ttft_noise(replica.draws(nxt)[0]))
-            if pre is None:
-                seq = _Seq(nxt, ins[nxt], outs[nxt], at + wait)
-            else:
-                pre.resident += 1
-                prefilled[pre.model.iid] += 1
-                seq = _Seq(nxt, ins[nxt], 1, at + wait)
-            seq.factor = f
-            _enqueue(host.waiting, seq)
-            nxt += 1
-        for dev in devices.values():  # idle devices start a step when work is ready
+
+    def offer(self) -> None:
+        """The next offer: the client sends it (or its in-flight cap keeps it back), then the
+        router places it, split across a prefill and a decode engine where the fleet has both."""
+        k = self.offered
+        self.offered += 1
+        cap = self.shape.max_in_flight
+        if cap is not None and k - self.missed - self.ended >= cap:
+            self.route.append(None)
+            self.missed += 1
+            return
+        target = min(self.serving, key=lambda e: e.resident)
+        prefiller = (
+            min(self.prefillers, key=lambda e: e.resident)
+            if self.prefillers and target.model.role == "decode"
+            else None
+        )
+        target.resident += 1
+        self.served[target.model.iid] += 1
+        self.route.append((target, prefiller))
+        host = target if prefiller is None else prefiller
+        level, wait = 1.0, host.delay
+        if host.spread is not None and self.replica is not None:
+            level = host.spread.prefill_level(self.ins[k])
+            wait = max(0.0, wait * level + host.spread.ttft_noise(self.replica.draws(k)[0]))
+        tokens = self.outs[k]
+        if prefiller is not None:
+            prefiller.resident += 1
+            self.prefilled[prefiller.model.iid] += 1
+            tokens = 1  # the prefill half makes the first token; the decode engine the rest
+        seq = _Seq(k, self.ins[k], tokens, self.arrival[k] + wait)
+        seq.factor = level
+        _enqueue(host.waiting, seq)
+
+    def start_steps(self, now: float) -> None:
+        """Every idle device starts a step when work is ready."""
+        for dev in self.devices.values():
             if dev.end is None:
-                _plan(dev, t)
-    sent = [k for k in range(n_req) if route[k] is not None]
-    ttft = [first[k] - arrival[k] for k in sent]
-    tpot = [(last[k] - first[k]) / (outs[k] - 1) if outs[k] > 1 else 0.0 for k in sent]
-    if replica is not None:
-        for i, k in enumerate(sent):
-            routed = route[k]
-            assert routed is not None
-            spread = routed[0].spread
-            if spread is not None and outs[k] > 1:
-                tpot[i] = max(0.0, tpot[i] + spread.tpot_noise(replica.draws(k)[1]))
-    decoding = {e.model.iid: e.max_decoding for e in state}
-    return SimulatedOutcome(ttft, tpot, missed, served, prefilled, decoding, sent)
+                _plan(dev, now)
+
+    def outcome(self) -> SimulatedOutcome:
+        """The client's view of the requests sent, and what each engine saw."""
+        outs, replica = self.outs, self.replica
+        sent = [k for k in range(self.shape.requests) if self.route[k] is not None]
+        ttft = [self.first[k] - self.arrival[k] for k in sent]
+        tpot = [
+            (self.last[k] - self.first[k]) / (outs[k] - 1) if outs[k] > 1 else 0.0 for k in sent
+        ]
+        if replica is not None:
+            for i, k in enumerate(sent):
+                routed = self.route[k]
+                assert routed is not None
+                spread = routed[0].spread
+                if spread is not None and outs[k] > 1:
+                    tpot[i] = max(0.0, tpot[i] + spread.tpot_noise(replica.draws(k)[1]))
+        decoding = {e.model.iid: e.max_decoding for e in self.engines}
+        return SimulatedOutcome(
+            ttft, tpot, self.missed, self.served, self.prefilled, decoding, sent
+        )
 
 
 def _enqueue(waiting: deque[_Seq], seq: _Seq) -> None:
