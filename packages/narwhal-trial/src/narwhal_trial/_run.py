@@ -146,6 +146,24 @@ class _Trial:
 
     # -- the synchronous frame: files, the loop, the summary --
     def execute(self) -> Summary:
+        """Write the manifest, run the offers on the event loop, then the server view and the
+        summary: the run folder's files in the order a reader may need them."""
+        self._open_records()
+        try:
+            with asyncio.Runner(loop_factory=self.loop_factory) as runner:
+                runner.run(self._main())
+        except KeyboardInterrupt:
+            self.facts.interrupted = True
+        finally:
+            self.writer.close()
+        if self.writer.error is not None and self.facts.error is None:
+            self.facts.error = f"cannot write requests.jsonl: {self.writer.error}"
+        summary = self._with_server_view(self._summarize())
+        self._write_summary(summary)
+        return summary
+
+    def _open_records(self) -> None:
+        """Keep the launch records, write the manifest and open ``requests.jsonl``."""
         out = self.settings.out
         try:
             kept = [
@@ -170,53 +188,50 @@ class _Trial:
             )
         except OSError as exc:
             raise TrialError(f"cannot write the run records in {out}: {exc}") from exc
+
+    def _with_server_view(self, summary: Summary) -> Summary:
+        """``server.json`` when the engines' pages were read, and the summary that cites it; a
+        failure to write it leaves the verdict standing and says what was not written."""
+        if self.watch is None or not self.watch.last:
+            return summary
+        out = self.settings.out
+        spans = (
+            None
+            if self.receiver is None
+            else SpanInputs(
+                self.receiver.address,
+                self.receiver_counts,
+                self.receiver.spans_path,
+                self.spans_waited_s,
+            )
+        )
         try:
-            with asyncio.Runner(loop_factory=self.loop_factory) as runner:
-                runner.run(self._main())
-        except KeyboardInterrupt:
-            self.facts.interrupted = True
-        finally:
-            self.writer.close()
-        if self.writer.error is not None and self.facts.error is None:
-            self.facts.error = f"cannot write requests.jsonl: {self.writer.error}"
-        summary = self._summarize()
-        if self.watch is not None and self.watch.last:
-            try:
-                summary = write_server_view(
-                    out=out,
-                    run_id=self.run_id,
-                    warmup_id=self.warmup_id,
-                    watch=self.watch,
-                    records=list(self.writer.records),
-                    summary=summary,
-                    spans=None
-                    if self.receiver is None
-                    else SpanInputs(
-                        self.receiver.address,
-                        self.receiver_counts,
-                        self.receiver.spans_path,
-                        self.spans_waited_s,
-                    ),
-                )
-            except OSError as exc:  # the verdict stands; the summary says what was not written
-                if self.facts.error is None:
-                    self.facts.error = f"cannot write the server view in {out}: {exc}"
-                summary = self._summarize()
-        try:
-            atomic_write(
-                out / "summary.json",
-                # a runbook run's summary has no schedule key: its file is what it always was
-                document_bytes(
-                    summary.model_dump(
-                        mode="json",
-                        by_alias=True,
-                        exclude={"schedule"} if summary.schedule is None else None,
-                    )
-                ),
+            return write_server_view(
+                out=out,
+                run_id=self.run_id,
+                warmup_id=self.warmup_id,
+                watch=self.watch,
+                records=list(self.writer.records),
+                summary=summary,
+                spans=spans,
             )
         except OSError as exc:
-            raise TrialError(f"cannot write {out / 'summary.json'}: {exc}") from exc
-        return summary
+            if self.facts.error is None:
+                self.facts.error = f"cannot write the server view in {out}: {exc}"
+            return self._summarize()
+
+    def _write_summary(self, summary: Summary) -> None:
+        """``summary.json``; a runbook run's has no schedule key (its file is what it always
+        was)."""
+        path = self.settings.out / "summary.json"
+        exclude = {"schedule"} if summary.schedule is None else None
+        try:
+            atomic_write(
+                path,
+                document_bytes(summary.model_dump(mode="json", by_alias=True, exclude=exclude)),
+            )
+        except OSError as exc:
+            raise TrialError(f"cannot write {path}: {exc}") from exc
 
     def _summarize(self) -> Summary:
         summary = summarize(self.writer.records, self.facts)
