@@ -13,6 +13,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from narwhal_engine_client import EngineClient, EngineClientError, gc_paused
 from narwhal_fit import DecodeFit, PrefillFit
 from narwhal_profile_cli._assemble import EngineMeasurement
 from narwhal_profile_cli._colocation import ColocationPlan, neighbour_load, plan_colocation
-from narwhal_profile_cli._decode_sweep import Chores, fit_cohorts, run_decode
+from narwhal_profile_cli._decode_sweep import Chores, Cohort, fit_cohorts, run_decode
 from narwhal_profile_cli._errors import ProfileAbortError, ProfileError, ProfileUsageError
 from narwhal_profile_cli._evidence import check_unchanged, read_evidence
 from narwhal_profile_cli._groups import GroupUnit, group_units, shard_store_path, shard_units
@@ -29,7 +30,13 @@ from narwhal_profile_cli._mixing_sweep import run_mixing
 from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._options import ScaleOut, SweepOptions
 from narwhal_profile_cli._parallel import run_groups
-from narwhal_profile_cli._prefill_sweep import fit_and_gate, ramp_estimate, run_prefill, warm_up
+from narwhal_profile_cli._prefill_sweep import (
+    PrefillTimings,
+    fit_and_gate,
+    ramp_estimate,
+    run_prefill,
+    warm_up,
+)
 from narwhal_profile_cli._preflight import EnginePlan, check_health, preflight
 from narwhal_profile_cli._progress import Progress, sweep_weight
 from narwhal_profile_cli._prompts import PromptFactory
@@ -39,6 +46,7 @@ from narwhal_store import (
     EngineEntry,
     LimitsFile,
     LoadedFleet,
+    NeighbourRecord,
     StoreError,
     check_destination,
 )
@@ -128,11 +136,7 @@ async def run_live(
     except StoreError as exc:
         raise ProfileUsageError(f"{exc}", code="destination") from exc
     needed = list(fleet.config.engines) if colocation is not None else selected
-    # Every stream of the largest cohort needs its own connection (plus metrics polls).
-    streams = max(sweep.decode_concurrency)
-    if sweep.mixing is not None:  # a mixing point's streams and its prefill
-        streams = max(streams, sweep.mixing.concurrency + 1)
-    connections = max(256, streams + 8)
+    connections = _connections(sweep)
     async with _clients(needed, clock_ns, connections, keepalive_expiry_s) as clients:
         plans: dict[str, EnginePlan] = {}
         for entry in selected:
@@ -144,18 +148,7 @@ async def run_live(
         if colocation is not None:
             colocations = await plan_colocation(fleet, selected, clients, colocation)
         for plan in plans.values():
-            points = plan.points
-            progress.add_work(
-                sweep_weight(
-                    points.prefill_lens,
-                    points.decode_input_lens,
-                    points.decode_concurrency,
-                    sweep.prefill_repeats,
-                    sweep.decode_repeats,
-                    sweep.decode_tokens,
-                )
-                + (0.0 if sweep.mixing is None else mixing_work(points, sweep.mixing))
-            )
+            progress.add_work(_work(plan, sweep))
         ids = RequestIds(secrets.token_hex(4))
         alone = (scale.parallel_groups or 1) == 1 or len(units) == 1
         writer = StoreWriter(fleet, store_path, state, overwrite, sweep, scale, colocations)
@@ -187,6 +180,41 @@ async def run_live(
             )
 
 
+@dataclass(slots=True)
+class _Sweep:
+    """What one engine's sweep measured, and the fits already made during it."""
+
+    prefill: list[PrefillTimings]
+    cohorts: list[Cohort]
+    neighbours: list[NeighbourRecord]
+    prefill_fit: PrefillFit | None = None
+    decode_fit: DecodeFit | None = None
+    mixing: MixingResult | None = None
+
+
+def _connections(sweep: SweepOptions) -> int:
+    """Connections per engine: every stream of the largest cohort (or mixing point, with its
+    prefill) needs its own, plus the metrics polls."""
+    streams = max(sweep.decode_concurrency)
+    if sweep.mixing is not None:
+        streams = max(streams, sweep.mixing.concurrency + 1)
+    return max(256, streams + 8)
+
+
+def _work(plan: EnginePlan, sweep: SweepOptions) -> float:
+    """How much of the progress bar one engine's sweep is."""
+    points = plan.points
+    weight = sweep_weight(
+        points.prefill_lens,
+        points.decode_input_lens,
+        points.decode_concurrency,
+        sweep.prefill_repeats,
+        sweep.decode_repeats,
+        sweep.decode_tokens,
+    )
+    return weight + (0.0 if sweep.mixing is None else mixing_work(points, sweep.mixing))
+
+
 async def _measure(
     plan: EnginePlan,
     sweep: SweepOptions,
@@ -197,7 +225,91 @@ async def _measure(
     *,
     ramp_chores: bool,
 ) -> EngineMeasurement:
-    """One engine's sweep between two evidence reads (and health checks).
+    """One engine's sweep between two evidence reads (and health checks), then its fits."""
+    probe = plan.probe
+    iid = probe.iid
+    before = await _evidence_before(plan)
+    seed = secrets.randbits(63)
+    try:
+        done = await _sweep(
+            plan, sweep, ids, progress, clock_ns, colocation, seed, ramp_chores=ramp_chores
+        )
+    except ProfileAbortError as exc:
+        if exc.engine == iid:
+            await _explain_by_restart(plan, before, exc)
+        raise
+    after = await _evidence_after(plan, before)
+    prefill_fit = done.prefill_fit
+    if prefill_fit is None:
+        prefill_fit = await asyncio.to_thread(fit_and_gate, iid, done.prefill)
+    decode_fit = done.decode_fit
+    if decode_fit is None:
+        decode_fit = await asyncio.to_thread(fit_cohorts, iid, done.cohorts)
+    return EngineMeasurement(
+        plan=plan,
+        sweep_tokens=sweep.decode_tokens,
+        prefill_repeats=sweep.prefill_repeats,
+        decode_repeats=sweep.decode_repeats,
+        prompt_seed=seed,
+        before=before,
+        after=after,
+        prefill=done.prefill,
+        prefill_fit=prefill_fit,
+        cohorts=done.cohorts,
+        decode_fit=decode_fit,
+        colocation=None if colocation is None else colocation.settings,
+        neighbours=done.neighbours,
+        mixing=done.mixing,
+    )
+
+
+async def _evidence_before(plan: EnginePlan) -> dict[str, Any]:
+    """Health and evidence before the sweep; an engine whose ``max_model_len`` changed since
+    preflight aborts."""
+    probe = plan.probe
+    await check_health(probe.iid, probe.client)
+    before = await read_evidence(probe.iid, probe.client, probe.model, plan.contract)
+    if before.get("max_model_len") not in (None, probe.max_model_len):
+        raise ProfileAbortError(
+            f"engine {probe.iid}: max_model_len changed since preflight ({probe.max_model_len} "
+            f"-> {before.get('max_model_len')})",
+            engine=probe.iid,
+            code="generation_changed",
+        )
+    return before
+
+
+async def _evidence_after(plan: EnginePlan, before: dict[str, Any]) -> dict[str, Any]:
+    """Evidence and health after the sweep: the same engine, unchanged, or its samples are
+    discarded."""
+    probe = plan.probe
+    try:
+        after = await read_evidence(probe.iid, probe.client, probe.model, plan.contract)
+    except ProfileAbortError as exc:
+        if exc.code != "contract_mismatch":
+            raise
+        raise ProfileAbortError(
+            f"{exc.message} after its sweep; its samples were discarded",
+            engine=probe.iid,
+            code=exc.code,
+        ) from exc
+    check_unchanged(probe.iid, before, after)
+    await check_health(probe.iid, probe.client)
+    return after
+
+
+async def _sweep(
+    plan: EnginePlan,
+    sweep: SweepOptions,
+    ids: RequestIds,
+    progress: Progress,
+    clock_ns: Callable[[], int],
+    colocation: ColocationPlan | None,
+    seed: int,
+    *,
+    ramp_chores: bool,
+) -> _Sweep:
+    """Warm-up, prefill, decode and (``--mixing``) mixing points, with any neighbour load.
 
     With ``ramp_chores`` (no other group at work), the prefill fit and gate run while the engine
     prefills a long decode cohort, so its first-fit cost (importing scipy) overlaps the engine's
@@ -208,103 +320,54 @@ async def _measure(
     """
     probe = plan.probe
     iid = probe.iid
-    await check_health(iid, probe.client)
-    before = await read_evidence(iid, probe.client, probe.model, plan.contract)
-    if before.get("max_model_len") not in (None, probe.max_model_len):
-        raise ProfileAbortError(
-            f"engine {iid}: max_model_len changed since preflight ({probe.max_model_len} -> "
-            f"{before.get('max_model_len')})",
-            engine=iid,
-            code="generation_changed",
-        )
-    seed = secrets.randbits(63)
     prompts = PromptFactory(probe.pool, seed)
     points = plan.points
-    try:
-        async with neighbour_load(colocation, seed=seed, clock_ns=clock_ns) as load:
-            progress.update(iid, "warm-up", f"L={points.prefill_lens[0]}")
-            await warm_up(probe, prompts, ids, points.prefill_lens[0])
-            load.mark()
-            prefill = await run_prefill(
-                probe, points.prefill_lens, sweep.prefill_repeats, prompts, ids, progress
+    async with neighbour_load(colocation, seed=seed, clock_ns=clock_ns) as load:
+        progress.update(iid, "warm-up", f"L={points.prefill_lens[0]}")
+        await warm_up(probe, prompts, ids, points.prefill_lens[0])
+        load.mark()
+        prefill = await run_prefill(
+            probe, points.prefill_lens, sweep.prefill_repeats, prompts, ids, progress
+        )
+        fits: list[PrefillFit] = []
+        chores = None
+        if ramp_chores:  # the first fit imports scipy: do it while the engine prefills
+            chores = Chores(
+                work=lambda: fits.append(fit_and_gate(iid, prefill)),
+                ramp_s=ramp_estimate(prefill),
             )
-            fits: list[PrefillFit] = []
-            chores = None
-            if ramp_chores:  # the first fit imports scipy: do it while the engine prefills
-                chores = Chores(
-                    work=lambda: fits.append(fit_and_gate(iid, prefill)),
-                    ramp_s=ramp_estimate(prefill),
-                )
-            cohorts = await run_decode(
+        cohorts = await run_decode(
+            probe,
+            points.decode_input_lens,
+            points.decode_concurrency,
+            sweep.decode_repeats,
+            sweep.decode_tokens,
+            prompts,
+            ids,
+            progress,
+            clock_ns,
+            chores,
+        )
+        done = _Sweep(prefill, cohorts, [], fits[0] if fits else None)
+        if sweep.mixing is not None:
+            if done.prefill_fit is None:
+                done.prefill_fit = await asyncio.to_thread(fit_and_gate, iid, prefill)
+            done.decode_fit = await asyncio.to_thread(fit_cohorts, iid, cohorts)
+            done.mixing = await run_mixing(
                 probe,
-                points.decode_input_lens,
-                points.decode_concurrency,
-                sweep.decode_repeats,
-                sweep.decode_tokens,
-                prompts,
-                ids,
-                progress,
-                clock_ns,
-                chores,
+                points,
+                sweep.mixing,
+                prefill=prefill,
+                prefill_fit=done.prefill_fit,
+                decode_fit=done.decode_fit,
+                budget=plan.scheduler.max_num_batched_tokens.value,
+                prompts=prompts,
+                ids=ids,
+                progress=progress,
+                clock_ns=clock_ns,
             )
-            mixing: MixingResult | None = None
-            early_decode_fit: DecodeFit | None = None
-            if sweep.mixing is not None:
-                if not fits:
-                    fits.append(await asyncio.to_thread(fit_and_gate, iid, prefill))
-                early_decode_fit = await asyncio.to_thread(fit_cohorts, iid, cohorts)
-                mixing = await run_mixing(
-                    probe,
-                    points,
-                    sweep.mixing,
-                    prefill=prefill,
-                    prefill_fit=fits[0],
-                    decode_fit=early_decode_fit,
-                    budget=plan.scheduler.max_num_batched_tokens.value,
-                    prompts=prompts,
-                    ids=ids,
-                    progress=progress,
-                    clock_ns=clock_ns,
-                )
-            neighbours = load.finish()
-    except ProfileAbortError as exc:
-        if exc.engine == iid:
-            await _explain_by_restart(plan, before, exc)
-        raise
-    try:
-        after = await read_evidence(iid, probe.client, probe.model, plan.contract)
-    except ProfileAbortError as exc:
-        if exc.code != "contract_mismatch":
-            raise
-        raise ProfileAbortError(
-            f"{exc.message} after its sweep; its samples were discarded",
-            engine=iid,
-            code=exc.code,
-        ) from exc
-    check_unchanged(iid, before, after)
-    await check_health(iid, probe.client)
-    prefill_fit = fits[0] if fits else await asyncio.to_thread(fit_and_gate, iid, prefill)
-    decode_fit = (
-        early_decode_fit
-        if early_decode_fit is not None
-        else await asyncio.to_thread(fit_cohorts, iid, cohorts)
-    )
-    return EngineMeasurement(
-        plan=plan,
-        sweep_tokens=sweep.decode_tokens,
-        prefill_repeats=sweep.prefill_repeats,
-        decode_repeats=sweep.decode_repeats,
-        prompt_seed=seed,
-        before=before,
-        after=after,
-        prefill=prefill,
-        prefill_fit=prefill_fit,
-        cohorts=cohorts,
-        decode_fit=decode_fit,
-        colocation=None if colocation is None else colocation.settings,
-        neighbours=neighbours,
-        mixing=mixing,
-    )
+        done.neighbours = load.finish()
+    return done
 
 
 async def _explain_by_restart(
