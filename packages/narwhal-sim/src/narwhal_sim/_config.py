@@ -300,14 +300,12 @@ def _address(entry: EngineEntry, where: str, allow_non_loopback: bool) -> tuple[
     return url.hostname, url.port
 
 
-def _resolve_one(
-    entry: EngineEntry,
-    host: str,
-    port: int,
-    sim: Mapping[str, Any],
-    preset_name: str | None,
-    allow_non_loopback: bool = False,
-) -> EngineSettings:
+def _merged_table(
+    entry: EngineEntry, sim: Mapping[str, Any], preset_name: str | None
+) -> tuple[dict[str, Any], Any]:
+    """One engine's settings as written, lowest first: its fleet entry's contract and model, the
+    sim config's defaults and its own table, ``--preset`` (over the defaults, not over the
+    engine's own); and its faults table, apart."""
     iid = entry.iid
     table: dict[str, Any] = {}
     if entry.engine_contract is not None:
@@ -323,14 +321,25 @@ def _resolve_one(
     faults_patch = sim_table.pop("faults")
     table.update(sim_table)
     own = (sim.get("engines") or {}).get(iid) or {}
-    if preset_name and "preset" not in own:  # --preset beats the sim defaults, not an engine's own
+    if preset_name and "preset" not in own:
         table["preset"] = preset_name
+    return table, faults_patch
+
+
+def _preset_of(table: Mapping[str, Any], iid: str) -> Preset:
+    """The engine's preset, with its ``jitter`` when the table gives one."""
     try:
         preset = get_preset(table.get("preset"))
     except KeyError as exc:
         raise SimConfigError(f"sim config engines.{iid}.preset: {exc.args[0]}") from exc
     if "jitter" in table:
         preset = preset.with_overrides(jitter=_number("jitter", table["jitter"], iid))
+    return preset
+
+
+def _api_facts(table: Mapping[str, Any], iid: str) -> tuple[str, str, str, str]:
+    """The vLLM version the engine stands for, its API style, its ``max_model_len`` policy and
+    its error shape, each defaulted from the one before."""
     version = str(
         table.get("version") or ("0.11.0" if table.get("api_style") == "0.11" else "0.33.0")
     )
@@ -350,6 +359,21 @@ def _resolve_one(
     shape = str(table.get("error_shape") or ("flat" if flat else "nested"))
     if shape not in ("nested", "flat"):
         raise SimConfigError(f"sim config engines.{iid}.error_shape: expected nested or flat")
+    return version, api_style, policy, shape
+
+
+def _resolve_one(
+    entry: EngineEntry,
+    host: str,
+    port: int,
+    sim: Mapping[str, Any],
+    preset_name: str | None,
+    allow_non_loopback: bool = False,
+) -> EngineSettings:
+    iid = entry.iid
+    table, faults_patch = _merged_table(entry, sim, preset_name)
+    preset = _preset_of(table, iid)
+    version, api_style, policy, shape = _api_facts(table, iid)
     kv = _positive("kv_cache_tokens", table.get("kv_cache_tokens", preset.kv_cache_tokens), iid)
     max_model_len = _positive(
         "max_model_len", table.get("max_model_len", min(preset.max_model_len, kv)), iid
