@@ -8,10 +8,8 @@ from typing import Annotated
 
 import typer
 
-from narwhal_trial._commands import fail
 from narwhal_trial._edge_command import edge_command
 from narwhal_trial._edge_settings import EdgeSettings, predict_options
-from narwhal_trial._errors import TrialError
 from narwhal_trial._event_loop import DEFAULT_LOOP
 from narwhal_trial._invocation import Invocation
 from narwhal_trial._replay import run_timing
@@ -166,7 +164,7 @@ def edge(
     repeats; 130 interrupted.
     """
     inv: Invocation = ctx.obj
-    try:
+    with inv.errors():
         timing = run_timing(
             workload,
             rate=start_rate,
@@ -184,18 +182,18 @@ def edge(
             bounds=(ttft, tpot, attainment),
             out=out,
             client=ClientOptions(
-                max_in_flight,
-                max_lag,
-                request_timeout,
-                drain_timeout,
-                keepalive_expiry,
-                drain_preset,
-                drain_gauge,
-                transport,
-                api_key_env,
-                max_model_len,
-                launch_record,
-                loop,
+                max_in_flight=max_in_flight,
+                max_lag=max_lag,
+                request_timeout=request_timeout,
+                drain_timeout=drain_timeout,
+                keepalive_expiry=keepalive_expiry,
+                drain_preset=drain_preset,
+                drain_gauge=drain_gauge,
+                transport=transport,
+                api_key_env=api_key_env,
+                max_model_len=max_model_len,
+                launch_record=launch_record,
+                loop=loop,
             ),
             command=inv.argv,
             launcher=inv.launcher,
@@ -220,8 +218,4 @@ def edge(
             ),
         )
         code = edge_command(settings, emit=lambda line: typer.echo(line))
-    except TrialError as exc:
-        raise typer.Exit(fail(inv.prog, exc)) from exc
-    except KeyboardInterrupt:  # edge.json, once written, keeps what was found
-        raise typer.Exit(130) from None
     raise typer.Exit(code)

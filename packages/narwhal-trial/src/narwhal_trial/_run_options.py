@@ -148,7 +148,7 @@ def decimal_option(parse: Callable[[str, str], Decimal], text: str, flag: str) -
         raise typer.BadParameter(str(exc), param_hint=flag) from exc
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClientOptions:
     """The shared options as given, before they become ``RunSettings``."""
 

@@ -22,7 +22,6 @@ import typer
 from narwhal_trial._commands import (
     check_command,
     describe,
-    fail,
     predict_command,
     prepare_command,
     reconcile_command,
@@ -186,7 +185,7 @@ def prepare(
     its metrics publish no context length, --max-model-len.
     """
     inv: Invocation = ctx.obj
-    try:
+    with inv.errors():
         path = prepare_command(
             base=base,
             input_tokens=input_tokens,
@@ -213,10 +212,6 @@ def prepare(
                 output_lengths=output_lengths,
             ),
         )
-    except TrialError as exc:
-        raise typer.Exit(fail(inv.prog, exc)) from exc
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
     print(f"wrote workload to {path}")
 
 
@@ -313,10 +308,8 @@ def run(
     its real pace); each request is judged on its own output length.
     """
     inv: Invocation = ctx.obj
-    try:
+    with inv.errors():
         timing = run_timing(workload, rate=rate, requests=requests, speedup=speedup)
-    except TrialError as exc:
-        raise typer.Exit(fail(inv.prog, exc)) from exc
     settings = run_settings(
         base=base,
         workload=workload,
@@ -325,18 +318,18 @@ def run(
         bounds=(ttft, tpot, attainment),
         out=out,
         client=ClientOptions(
-            max_in_flight,
-            max_lag,
-            request_timeout,
-            drain_timeout,
-            keepalive_expiry,
-            drain_preset,
-            drain_gauge,
-            transport,
-            api_key_env,
-            max_model_len,
-            launch_record,
-            loop,
+            max_in_flight=max_in_flight,
+            max_lag=max_lag,
+            request_timeout=request_timeout,
+            drain_timeout=drain_timeout,
+            keepalive_expiry=keepalive_expiry,
+            drain_preset=drain_preset,
+            drain_gauge=drain_gauge,
+            transport=transport,
+            api_key_env=api_key_env,
+            max_model_len=max_model_len,
+            launch_record=launch_record,
+            loop=loop,
         ),
         command=inv.argv,
         launcher=inv.launcher,
@@ -350,12 +343,8 @@ def run(
         otlp_receiver=otlp_receiver,
         otlp_wait_s=otlp_wait,
     )
-    try:
+    with inv.errors():
         summary = run_trial(settings)
-    except TrialError as exc:
-        raise typer.Exit(fail(inv.prog, exc)) from exc
-    except KeyboardInterrupt:  # before the run folder existed: nothing to keep
-        raise typer.Exit(130) from None
     print(describe(summary, settings))
     if summary.error:
         print(f"{inv.prog}: error: {summary.error}", file=sys.stderr)
@@ -381,7 +370,7 @@ def check(
     """Before the trial: context limits, profile domain, prefix caching off. Exit 0 when every
     check passes, 2 when one fails, 1 when an input cannot be used."""
     inv: Invocation = ctx.obj
-    try:
+    with inv.errors():
         code, text = check_command(
             workload=workload,
             fleet=fleet,
@@ -391,10 +380,6 @@ def check(
             api_key_env=api_key_env,
             max_model_len=max_model_len,
         )
-    except TrialError as exc:
-        raise typer.Exit(fail(inv.prog, exc)) from exc
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
     print(text)
     raise typer.Exit(code)
 
@@ -411,10 +396,8 @@ def reconcile(
     2 when one does not, 1 when a file cannot be read or a request that is not the trial's
     overlaps its window (the router was not reserved)."""
     inv: Invocation = ctx.obj
-    try:
+    with inv.errors():
         code, text, error = reconcile_command(requests=requests, journal=journal, as_json=json_out)
-    except TrialError as exc:
-        raise typer.Exit(fail(inv.prog, exc)) from exc
     print(text)
     if error is not None:
         print(f"{inv.prog}: error: {error}", file=sys.stderr)
@@ -554,7 +537,7 @@ def predict(
     prediction passes (pass probability at least 0.5), 2 when it misses the target, 1 for bad
     input or a trial outside the profiled domain."""
     inv: Invocation = ctx.obj
-    try:
+    with inv.errors():
         if rate is not None and not (0 < rate < float("inf")):
             raise TrialUsageError(f"--rate must be a positive number, got {rate:g}")
         facts = None
@@ -612,10 +595,6 @@ def predict(
             speedup=speedup,
         )
         code, text = predict_command(req, as_json=json_out, out=out, api_key_env=api_key_env)
-    except TrialError as exc:
-        raise typer.Exit(fail(inv.prog, exc)) from exc
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
     print(text)
     raise typer.Exit(code)
 
