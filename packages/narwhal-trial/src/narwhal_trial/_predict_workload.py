@@ -82,3 +82,51 @@ def workload_shape(
         outputs=tuple(sched.output_tokens),
     )
     return shape, WorkloadFacts(loaded.path, loaded.sha256, sched.source.kind)
+
+
+def predict_shape(
+    workload: Path | None,
+    *,
+    requests: int | None,
+    rate: float | None,
+    speedup: float | None,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    kv_transfer_s_per_token: float,
+    max_num_batched_tokens: int | None,
+    max_in_flight: int | None,
+) -> tuple[TrialShape, WorkloadFacts | None]:
+    """``predict``'s shape from its options: the ``--workload`` file's (with its facts), or the
+    runbook's from ``--input-tokens``, ``--output-tokens`` and ``--requests``; TrialUsageError
+    names a missing or bad option."""
+    if rate is not None and not (0 < rate < float("inf")):
+        raise TrialUsageError(f"--rate must be a positive number, got {rate:g}")
+    if workload is not None:
+        return workload_shape(
+            workload,
+            requests=requests,
+            speedup=speedup,
+            rate=rate,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            kv_transfer_s_per_token=kv_transfer_s_per_token,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_in_flight=max_in_flight,
+        )
+    given = (
+        ("--input-tokens", input_tokens),
+        ("--output-tokens", output_tokens),
+        ("--requests", requests),
+    )
+    missing = [flag for flag, value in given if value is None]
+    if missing or input_tokens is None or output_tokens is None or requests is None:
+        raise TrialUsageError(f"give {' and '.join(missing)}, or --workload FILE")
+    shape = TrialShape(
+        input_tokens,
+        output_tokens,
+        requests,
+        kv_transfer_s_per_token,
+        max_num_batched_tokens,
+        max_in_flight,
+    )
+    return shape, None

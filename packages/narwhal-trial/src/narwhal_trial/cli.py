@@ -27,12 +27,12 @@ from narwhal_trial._commands import (
     reconcile_command,
 )
 from narwhal_trial._edge_cli import edge
-from narwhal_trial._errors import TrialError, TrialUsageError
+from narwhal_trial._errors import TrialError
 from narwhal_trial._event_loop import DEFAULT_LOOP
 from narwhal_trial._invocation import Invocation
 from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import DEFAULT_REPLICATIONS, MAX_REPLICATIONS, PredictRequest
-from narwhal_trial._predict_workload import workload_shape
+from narwhal_trial._predict_workload import predict_shape
 from narwhal_trial._prepare_schedule import ScheduleOptions
 from narwhal_trial._replay import run_timing
 from narwhal_trial._run import run_trial
@@ -82,7 +82,7 @@ from narwhal_trial._schedule_options import (
 )
 from narwhal_trial._settings import MAX_RATE, MAX_REQUESTS
 from narwhal_trial._stats import parse_fraction, parse_seconds
-from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS, TrialShape
+from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 
 
 def _app() -> typer.Typer:
@@ -538,42 +538,17 @@ def predict(
     input or a trial outside the profiled domain."""
     inv: Invocation = ctx.obj
     with inv.errors():
-        if rate is not None and not (0 < rate < float("inf")):
-            raise TrialUsageError(f"--rate must be a positive number, got {rate:g}")
-        facts = None
-        if workload is not None:
-            shape, facts = workload_shape(
-                workload,
-                requests=requests,
-                speedup=speedup,
-                rate=rate,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                kv_transfer_s_per_token=kv_transfer,
-                max_num_batched_tokens=max_num_batched_tokens,
-                max_in_flight=max_in_flight,
-            )
-        else:
-            missing = [
-                f
-                for f, v in (
-                    ("--input-tokens", input_tokens),
-                    ("--output-tokens", output_tokens),
-                    ("--requests", requests),
-                )
-                if v is None
-            ]
-            if missing:
-                raise TrialUsageError(f"give {' and '.join(missing)}, or --workload FILE")
-            assert input_tokens is not None and output_tokens is not None and requests is not None
-            shape = TrialShape(
-                input_tokens,
-                output_tokens,
-                requests,
-                kv_transfer,
-                max_num_batched_tokens,
-                max_in_flight,
-            )
+        shape, facts = predict_shape(
+            workload,
+            requests=requests,
+            rate=rate,
+            speedup=speedup,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            kv_transfer_s_per_token=kv_transfer,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_in_flight=max_in_flight,
+        )
         req = PredictRequest(
             fleet=fleet,
             profiles=profiles,
