@@ -12,8 +12,9 @@
 - **A certain miss**: served first come, first served at no more than the bound, the ``k``-th
   request (from 0) completes no earlier than ``(k + 1) / bound`` after the first offer; a good
   request completes by its arrival plus the TTFT bound plus ``output - 1`` TPOT bounds. Each
-  request for which that cannot hold misses, whatever the engines do beyond the profile. When
-  fewer than the required good requests are left, the trial misses (``MISS (bound)``).
+  request for which that cannot hold misses, if no batch beyond the profile serves faster
+  (``CertainMiss``). ``_predict_beyond`` claims the trial's miss (``MISS (bound)``) only when the
+  fits extended beyond the profile leave too few good requests as well.
 """
 
 from __future__ import annotations
