@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from narwhal_trial._model import FleetModel, TrialTarget
 from narwhal_trial._stats import required_good
-from narwhal_trial._vtime import EngineModel, SimulatedOutcome, TrialShape, simulate
+from narwhal_trial._vtime import EngineModel, TrialShape, simulate
 
 #: Requests of the long trial whose edge is the sustainable rate.
 LONG_REQUESTS = 2000
@@ -110,17 +110,20 @@ def lengthened(shape: TrialShape, requests: int) -> TrialShape:
     )
 
 
+def _ends(engines: list[EngineModel], shape: TrialShape, pace: float) -> list[float]:
+    """When each sent request's last token reached the client, offered at ``pace``."""
+    run = simulate(engines, shape, pace)
+    arrivals, outs = shape.arrivals(pace), shape.output_lengths()
+    return [
+        arrivals[k] + t + p * max(0, outs[k] - 1)
+        for k, t, p in zip(run.sent, run.ttft, run.tpot, strict=True)
+    ]
+
+
 def _window_rate(engines: list[EngineModel], shape: TrialShape, pace: float) -> float:
     """Requests per second completed in the second half of the offers at ``pace``."""
-    outs = shape.output_lengths()
-    run = simulate(engines, shape, pace)
-    arrivals = shape.arrivals(pace)
-    until = arrivals[-1]
-    ends = sorted(
-        end
-        for end in (arrivals[k] + t + p * max(0, outs[k] - 1) for k, t, p in _sent(run))
-        if until / 2 <= end <= until
-    )
+    until = shape.arrivals(pace)[-1]
+    ends = sorted(end for end in _ends(engines, shape, pace) if until / 2 <= end <= until)
     return (len(ends) - 1) / (ends[-1] - ends[0]) if len(ends) > 1 else 0.0
 
 
@@ -129,9 +132,7 @@ def _completion_rate(engines: list[EngineModel], shape: TrialShape) -> float:
     highest pace they keep up with (completions within ``_KEPT_UP`` of the offers), then bisect it
     to ``_PRECISION``. Offered more, a fleet may complete less (a prefill engine sharing the GPU
     with its decode engine takes more of it), so the most seen is kept, not the last."""
-    outs = shape.output_lengths()
-    burst = simulate(engines, shape, 1e9)  # everything at once: the order of magnitude
-    makespan = max(t + p * max(0, outs[k] - 1) for k, t, p in _sent(burst))
+    makespan = max(_ends(engines, shape, 1e9))  # everything at once: the order of magnitude
     seen: dict[float, float] = {}
 
     def kept_up(pace: float) -> bool:
@@ -157,18 +158,14 @@ def _completion_rate(engines: list[EngineModel], shape: TrialShape) -> float:
     return max(seen.values())
 
 
-def _sent(run: SimulatedOutcome) -> list[tuple[int, float, float]]:
-    """Each sent request, its TTFT and its TPOT."""
-    return list(zip(run.sent, run.ttft, run.tpot, strict=True))
-
-
 def throughput_bound(model: FleetModel, shape: TrialShape) -> ThroughputBound:
     """The fleet's throughput bound for the trial's requests (see the module's docstring)."""
     saturating = lengthened(shape, max(_SATURATION_REQUESTS, shape.requests))
+    held = held_engines(model)
     return ThroughputBound(
-        rate=_completion_rate(held_engines(model), saturating),
+        rate=_completion_rate(held, saturating),
         fast_rate=_completion_rate(held_engines(model, -1), saturating),
-        concurrency={m.iid: m.max_num_seqs for m in held_engines(model)},
+        concurrency={m.iid: m.max_num_seqs for m in held},
     )
 
 

@@ -44,8 +44,7 @@ def sustainable_rate(
     if trial_edge is not None:
         start = min(start, trial_edge)
     search = find_max_rate(held_model(model), long, target, start, 1, 0, bound, at_max=False)
-    long_edge = None if search.max_rate is None else _pace(search.max_rate, search.max_speedup)
-    long_rate = None if long_edge is None else long.mean_rate(long_edge)
+    long_rate = search.max_rate  # requests/s (a scheduled shape's: the mean at its speedup)
     rate: float | None = None
     source: Literal["long trial", "throughput bound"] | None = None
     if long_rate is not None and bound.rate < long_rate:
@@ -71,7 +70,3 @@ def sustainable_rate(
         trial_too_short=too_short,
         requests_to_test=needed,
     )
-
-
-def _pace(max_rate: float, max_speedup: float | None) -> float:
-    return max_rate if max_speedup is None else max_speedup
