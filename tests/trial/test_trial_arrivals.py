@@ -15,7 +15,7 @@ from narwhal_trial._arrivals import (
     parse_length_spec,
 )
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._schedule import due_offsets_ns
+from narwhal_trial._workload_schedule import due_offsets_ns
 
 DRAWS = 10_000
 RATES = (0.5, 1.0, 3.0, 7.0, 1 / 3, 2.5, 33.3, 123.456, 1000.0, 6.02)

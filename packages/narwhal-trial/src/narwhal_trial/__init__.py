@@ -31,7 +31,7 @@ from narwhal_trial._prediction import Prediction
 from narwhal_trial._prepare import build_workload, seed_token_ids
 from narwhal_trial._profile_domain import CheckItem
 from narwhal_trial._rates import find_max_rate, predict_rate
-from narwhal_trial._reconcile import Reconciliation, read_journal, read_requests, reconcile
+from narwhal_trial._reconcile import Reconciliation, read_journal, reconcile
 from narwhal_trial._records import (
     STATUSES,
     Distribution,
@@ -41,8 +41,8 @@ from narwhal_trial._records import (
     Summary,
 )
 from narwhal_trial._run import run_trial
-from narwhal_trial._runfolder import TrialRun, is_run_folder, read_run
-from narwhal_trial._schedule import ScheduleLimits, due_offsets_ns, miss_reason, pace, wait_until
+from narwhal_trial._runfolder import TrialRun, is_run_folder, read_requests, read_run
+from narwhal_trial._schedule import ScheduleLimits, miss_reason, pace, wait_until
 from narwhal_trial._schedule_records import (
     DensestSecond,
     Histogram,
@@ -50,7 +50,6 @@ from narwhal_trial._schedule_records import (
     OfferedLoad,
     ScheduleView,
 )
-from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
 from narwhal_trial._server_records import (
     CounterDelta,
     EngineView,
@@ -80,6 +79,8 @@ from narwhal_trial._workload import (
     request_body,
     workload_bytes,
 )
+from narwhal_trial._workload_schedule import due_offsets_ns
+from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
 
 __all__ = [
     "DEFAULT_API_KEY_ENV",

@@ -93,3 +93,26 @@ def _http_error(error: BaseException | None) -> EngineHTTPError | None:
             return error
         error, seen = error.__cause__, seen + 1
     return None
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password in its user info replaced by ``***`` (for messages)."""
+    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", url)
+
+
+def check_base_url(url: str, flag: str = "--base") -> None:
+    """Refuse (TrialUsageError, exit 1) a ``--base`` (or ``flag``) that is not an
+    ``http(s)://HOST[:PORT]`` URL; the message never shows a password."""
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise TrialUsageError(f"{flag} {shown!r}: not a valid URL ({exc})") from None
+    refuse_credentials(url)  # user info, a query or a fragment: never echoed, never recorded
+    if parts.scheme not in ("http", "https"):
+        raise TrialUsageError(f"{flag} must be an http:// or https:// URL, got {shown!r}")
+    if not parts.hostname:
+        raise TrialUsageError(f"{flag} {shown!r} has no host")
+    if port == 0:
+        raise TrialUsageError(f"{flag} {shown!r} has port 0")

@@ -3,7 +3,7 @@
 Arrivals (``arrival_offsets_s``), seconds after the first request, which is at 0.0:
 
 - ``constant``: request i at ``i / rate``, on the nanosecond grid of the runbook trial's schedule
-  (``_schedule.due_offsets_ns``): ``offsets_ns`` of these offsets is exactly ``due_offsets_ns``.
+  (``due_offsets_ns``): ``offsets_ns`` of these offsets is exactly ``due_offsets_ns``.
   They differ from the float ``i / rate`` by less than half a nanosecond.
 - ``poisson``: exponential gaps of mean ``1 / rate``.
 - ``gamma``: gamma gaps of mean ``1 / rate`` and coefficient of variation ``burstiness`` (shape
@@ -31,7 +31,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._schedule import due_offsets_ns
+from narwhal_trial._workload_schedule import due_offsets_ns
 
 ArrivalKind = Literal["constant", "poisson", "gamma"]
 LengthKind = Literal["fixed", "uniform", "normal", "lognormal"]

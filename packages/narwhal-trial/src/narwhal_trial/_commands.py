@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from narwhal_trial._access import ApiKeyEnv
+from narwhal_trial._access import ApiKeyEnv, check_base_url
 from narwhal_trial._check import run_checks
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, check_fresh_dir, check_fresh_file, make_private_dir
@@ -20,11 +20,12 @@ from narwhal_trial._prediction import Prediction, render_text
 from narwhal_trial._prediction_schedule import pace_label
 from narwhal_trial._prepare import build_workload
 from narwhal_trial._prepare_schedule import ScheduleOptions
-from narwhal_trial._reconcile import read_journal, read_requests, reconcile
+from narwhal_trial._reconcile import read_journal, reconcile
 from narwhal_trial._records import Summary
+from narwhal_trial._runfolder import read_requests
 from narwhal_trial._schedule_view import schedule_lines
 from narwhal_trial._server_text import server_lines
-from narwhal_trial._settings import RunSettings, check_base_url
+from narwhal_trial._settings import RunSettings
 from narwhal_trial._workload import workload_bytes
 
 WORKLOAD_FILE = "workload.json"

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 from narwhal_engine_client import EngineClient, EngineClientError
+from narwhal_trial._clock import Clock
 from narwhal_trial._errors import DrainError
-from narwhal_trial._schedule import Clock
 
 DEFAULT_GAUGES = (
     "narwhal_router_admission_queue_depth",

@@ -33,12 +33,13 @@ from narwhal_trial._edge_text import closing, opening, trial_line, unit
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
 from narwhal_trial._launch import read_launch_records, refuse_caching_on
+from narwhal_trial._limits import MAX_RATE
 from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._records import Summary
 from narwhal_trial._run import run_trial
-from narwhal_trial._settings import MAX_RATE, RunSettings
+from narwhal_trial._settings import RunSettings
 from narwhal_trial._vtime import TrialShape
 from narwhal_trial._workload import LoadedWorkload, load_workload
 

@@ -10,10 +10,9 @@ from pathlib import Path
 
 from narwhal_engine_client import EngineClient, EngineClientError
 from narwhal_store import StoreError, load_fleet
-from narwhal_trial._access import ApiKeyEnv
+from narwhal_trial._access import ApiKeyEnv, check_base_url
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._frontend import GAUGES, FrontendScheduler, frontend_scheduler, models_published
-from narwhal_trial._settings import check_base_url
 
 
 async def read_frontend_scheduler(client: EngineClient, model: str) -> FrontendScheduler | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from narwhal_trial._schedule import Clock
+from narwhal_trial._clock import Clock
 
 INTERVAL_S = 0.01
 

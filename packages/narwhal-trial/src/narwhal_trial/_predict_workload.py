@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from narwhal_trial._errors import TrialUsageError
+from narwhal_trial._limits import DEFAULT_MAX_IN_FLIGHT
 from narwhal_trial._predict_schedule import WorkloadFacts
-from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
 from narwhal_trial._vtime import TrialShape
 from narwhal_trial._workload import load_workload
 from narwhal_trial._workload_schedule import speedup_refusal

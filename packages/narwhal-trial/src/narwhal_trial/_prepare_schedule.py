@@ -28,7 +28,7 @@ from narwhal_trial._arrivals import (
 )
 from narwhal_trial._blocks import prefix_reuse
 from narwhal_trial._errors import TrialUsageError, WorkloadError
-from narwhal_trial._settings import MAX_REQUESTS
+from narwhal_trial._limits import MAX_REQUESTS
 from narwhal_trial._trace import (
     DEFAULT_BLOCK_TOKENS,
     Trace,

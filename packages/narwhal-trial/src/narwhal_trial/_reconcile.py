@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
 from narwhal_trial._errors import ReadError
-from narwhal_trial._files import read_regular
 from narwhal_trial._records import RequestRecord
+from narwhal_trial._runfolder import jsonl_lines
 
 ANY = frozenset({"ok", "error", "cut", "stream_error", "client_disconnected", "no_engine"})
 AGREES: dict[str, frozenset[str]] = {
@@ -124,23 +123,10 @@ class Reconciliation:
         }
 
 
-def read_requests(path: Path) -> list[RequestRecord]:
-    """Every line of a ``requests.jsonl``, validated."""
-    records: list[RequestRecord] = []
-    for number, line in enumerate(_lines(path), start=1):
-        try:
-            records.append(RequestRecord.model_validate_json(line))
-        except ValidationError as exc:
-            raise ReadError(
-                f"{path}:{number}: not a request record: {exc.errors()[0]['msg']}"
-            ) from exc
-    return records
-
-
 def read_journal(path: Path) -> list[dict[str, Any]]:
     """Every line of a router journal (objects with a string ``request_id``)."""
     entries: list[dict[str, Any]] = []
-    for number, line in enumerate(_lines(path), start=1):
+    for number, line in enumerate(jsonl_lines(path), start=1):
         try:
             doc = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
@@ -149,14 +135,6 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
             raise ReadError(f"{path}:{number}: a journal entry needs a string request_id")
         entries.append(doc)
     return entries
-
-
-def _lines(path: Path) -> list[bytes]:
-    try:
-        data = read_regular(path)
-    except OSError as exc:
-        raise ReadError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    return [line for line in data.splitlines() if line.strip()]
 
 
 def run_id_of(records: list[RequestRecord]) -> str:

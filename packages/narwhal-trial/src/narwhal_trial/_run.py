@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineError, gc_paused
+from narwhal_trial._clock import Clock
 from narwhal_trial._drain import wait_drained
 from narwhal_trial._errors import TrialError
 from narwhal_trial._event_loop import LoopFactory, resolve_loop
@@ -33,7 +34,7 @@ from narwhal_trial._probe import probe_request_fields
 from narwhal_trial._progress import RunProgress
 from narwhal_trial._records import LaunchRecordCopy, MissReason, Summary
 from narwhal_trial._replay import check_timing
-from narwhal_trial._schedule import Clock, ScheduleLimits, due_offsets_ns, pace
+from narwhal_trial._schedule import ScheduleLimits, pace
 from narwhal_trial._schedule_view import schedule_view
 from narwhal_trial._server_report import SpanInputs, write_server_view
 from narwhal_trial._server_watch import ServerWatch, server_targets
@@ -41,6 +42,7 @@ from narwhal_trial._settings import RUN_FILES, RunSettings, receiver_address
 from narwhal_trial._spans_join import wait_for_spans
 from narwhal_trial._summary import RunFacts, summarize
 from narwhal_trial._workload import LoadedWorkload, load_workload, request_body, sampler_of
+from narwhal_trial._workload_schedule import due_offsets_ns
 from narwhal_trial._writer import RecordWriter
 
 T = TypeVar("T")

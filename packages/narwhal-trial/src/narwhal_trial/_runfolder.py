@@ -12,7 +12,6 @@ from pydantic import BaseModel, ValidationError
 
 from narwhal_trial._errors import ReadError
 from narwhal_trial._files import read_regular
-from narwhal_trial._reconcile import read_requests
 from narwhal_trial._records import Manifest, RequestRecord, Summary
 from narwhal_trial._server_records import ServerDoc
 
@@ -82,3 +81,25 @@ def read_run(path: Path) -> TrialRun:
             f"{path}: server.json is of run {server.run_id}, manifest.json of {manifest.run_id}"
         )
     return TrialRun(path, manifest, sorted(records, key=lambda r: r.sequence), summary, server)
+
+
+def read_requests(path: Path) -> list[RequestRecord]:
+    """Every line of a ``requests.jsonl``, validated."""
+    records: list[RequestRecord] = []
+    for number, line in enumerate(jsonl_lines(path), start=1):
+        try:
+            records.append(RequestRecord.model_validate_json(line))
+        except ValidationError as exc:
+            raise ReadError(
+                f"{path}:{number}: not a request record: {exc.errors()[0]['msg']}"
+            ) from exc
+    return records
+
+
+def jsonl_lines(path: Path) -> list[bytes]:
+    """The non-blank lines of a JSON-lines file (ReadError when it cannot be read)."""
+    try:
+        data = read_regular(path)
+    except OSError as exc:
+        raise ReadError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return [line for line in data.splitlines() if line.strip()]

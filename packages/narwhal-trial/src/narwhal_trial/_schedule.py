@@ -12,16 +12,11 @@ send_by_ns=due + max_lag)``): an offer that got that far too late is a miss too,
 from __future__ import annotations
 
 import asyncio
-import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from narwhal_trial._clock import Clock, Sleep
 from narwhal_trial._records import MissReason
-
-Clock = Callable[[], int]
-Sleep = Callable[[float], Awaitable[None]]
-
-DEFAULT_MAX_IN_FLIGHT = 64  # run's --max-in-flight, and what predict models by default
 
 SPIN_NS = 1_200_000
 """The pacer stops sleeping this long before a due time and yields until it arrives. asyncio's
@@ -43,13 +38,6 @@ class ScheduleLimits:
             raise ValueError(f"max_in_flight must be at least 1, got {self.max_in_flight}")
         if self.max_lag_ns < 0:
             raise ValueError(f"max_lag must not be negative, got {self.max_lag_ns} ns")
-
-
-def due_offsets_ns(requests: int, rate: float) -> list[int]:
-    """Each offer's due time after t0, nanoseconds: ``round(n / rate x 1e9)``."""
-    if not (math.isfinite(rate) and rate > 0):
-        raise ValueError(f"rate must be finite and positive, got {rate}")
-    return [round(n * 1_000_000_000 / rate) for n in range(requests)]
 
 
 def miss_reason(

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from narwhal_engine_client import EngineClient
 from narwhal_store import StoreError, load_fleet
+from narwhal_trial._access import redact_url
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._server_pages import (
     SUCCESS,
@@ -32,7 +33,6 @@ from narwhal_trial._server_pages import (
     read_pages,
 )
 from narwhal_trial._server_records import ServerPage
-from narwhal_trial._settings import redact_url
 
 SETTLE_S = 1.0
 SETTLE_POLL_S = 0.2

@@ -3,56 +3,29 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
 from narwhal_engine_client import DEFAULT_KEEPALIVE_EXPIRY_S, StreamTransport
-from narwhal_trial._access import ApiKeyEnv, refuse_credentials
+from narwhal_trial._access import ApiKeyEnv, check_base_url, redact_url
 from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._event_loop import DEFAULT_LOOP, LoopChoice, check_loop
-from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
+from narwhal_trial._limits import (
+    DEFAULT_MAX_IN_FLIGHT,
+    MAX_IN_FLIGHT,
+    MAX_RATE,
+    MAX_REQUESTS,
+    MAX_SCHEDULE_S,
+)
 
 RUN_FILES = ("manifest.json", "requests.jsonl", "summary.json")
-
-# Bounds of run's values (README "Bounds"), checked before anything is touched: request bodies are
-# encoded up front (~50 kB each at 8,192 input tokens), every in-flight request holds a socket,
-# and a schedule must end within a day.
-MAX_REQUESTS = 100_000
-MAX_RATE = 10_000.0
-MAX_SCHEDULE_S = 86_400.0
-MAX_IN_FLIGHT = 4096
 
 TransportChoice = Literal["auto", "httpx", "raw"]
 """``--transport``: ``auto`` is the raw HTTP/1.1 transport for an ``http://`` base and httpx for
 ``https://`` (the raw transport has no TLS)."""
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password in its user info replaced by ``***`` (for messages)."""
-    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", url)
-
-
-def check_base_url(url: str, flag: str = "--base") -> None:
-    """Refuse (TrialUsageError, exit 1) a ``--base`` (or ``flag``) that is not an
-    ``http(s)://HOST[:PORT]`` URL; the message never shows a password."""
-    shown = redact_url(url)
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise TrialUsageError(f"{flag} {shown!r}: not a valid URL ({exc})") from None
-    refuse_credentials(url)  # user info, a query or a fragment: never echoed, never recorded
-    if parts.scheme not in ("http", "https"):
-        raise TrialUsageError(f"{flag} must be an http:// or https:// URL, got {shown!r}")
-    if not parts.hostname:
-        raise TrialUsageError(f"{flag} {shown!r} has no host")
-    if port == 0:
-        raise TrialUsageError(f"{flag} {shown!r} has port 0")
 
 
 def receiver_address(text: str) -> tuple[str, int]:

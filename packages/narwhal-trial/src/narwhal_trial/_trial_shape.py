@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
+from narwhal_trial._limits import DEFAULT_MAX_IN_FLIGHT
 from narwhal_trial._workload_schedule import mean_rate_of
 
 

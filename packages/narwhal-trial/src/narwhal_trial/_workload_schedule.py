@@ -149,3 +149,10 @@ def check_speedup(speedup: float) -> None:
         raise TrialUsageError(
             f"--speedup must be a number > 0 and at most {MAX_SPEEDUP:g}, got {speedup}"
         )
+
+
+def due_offsets_ns(requests: int, rate: float) -> list[int]:
+    """Each offer's due time after t0, nanoseconds: ``round(n / rate x 1e9)``."""
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"rate must be finite and positive, got {rate}")
+    return [round(n * 1_000_000_000 / rate) for n in range(requests)]

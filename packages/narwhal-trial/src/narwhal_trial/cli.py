@@ -30,6 +30,7 @@ from narwhal_trial._edge_cli import edge
 from narwhal_trial._errors import TrialError
 from narwhal_trial._event_loop import DEFAULT_LOOP
 from narwhal_trial._invocation import Invocation
+from narwhal_trial._limits import DEFAULT_MAX_IN_FLIGHT, MAX_RATE, MAX_REQUESTS
 from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import DEFAULT_REPLICATIONS, MAX_REPLICATIONS, PredictRequest
 from narwhal_trial._predict_workload import predict_shape
@@ -63,7 +64,6 @@ from narwhal_trial._run_options import (
     decimal_option,
     run_settings,
 )
-from narwhal_trial._schedule import DEFAULT_MAX_IN_FLIGHT
 from narwhal_trial._schedule_options import (
     ArrivalsOpt,
     BlockTokensOpt,
@@ -80,7 +80,6 @@ from narwhal_trial._schedule_options import (
     TraceFormatOpt,
     TraceOpt,
 )
-from narwhal_trial._settings import MAX_RATE, MAX_REQUESTS
 from narwhal_trial._stats import parse_fraction, parse_seconds
 from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 
