@@ -26,7 +26,7 @@ from narwhal_store import (
     write_store,
 )
 from narwhal_trial import Manifest, RequestRecord
-from narwhal_trial._summary import RunFacts, summarize
+from narwhal_trial.run._summary import RunFacts, summarize
 
 REPO = Path(__file__).resolve().parents[2]
 PREFILL = {"a": 0.0144, "b": 1.84e-5, "c": 6.0e-10}

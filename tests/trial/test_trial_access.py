@@ -10,7 +10,7 @@ import pytest
 from narwhal_engine_client import EngineConnectError, EngineHTTPError
 from narwhal_trial import DEFAULT_GAUGES, DRAIN_PRESETS, ApiKeyEnv, TrialError, TrialUsageError
 from narwhal_trial._access import refuse_credentials
-from narwhal_trial._drain import DrainPreset
+from narwhal_trial.run._drain import DrainPreset
 
 from .conftest import Cli
 

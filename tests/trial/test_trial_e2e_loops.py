@@ -12,7 +12,7 @@ import pytest
 from narwhal_sim.testing import SimFleet
 from narwhal_trial import Manifest, Summary
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._event_loop import check_loop, resolve_loop
+from narwhal_trial.run._event_loop import check_loop, resolve_loop
 
 from .conftest import Cli, read_run, run_args
 
@@ -120,7 +120,7 @@ def test_check_loop_names_the_bad_value_and_the_missing_module(
     auto without uvloop is asyncio's loop."""
     with pytest.raises(TrialUsageError, match=r"--loop must be one of auto, asyncio, uvloop"):
         check_loop("trio")
-    monkeypatch.setattr("narwhal_trial._event_loop.uvloop_available", lambda: False)
+    monkeypatch.setattr("narwhal_trial.run._event_loop.uvloop_available", lambda: False)
     with pytest.raises(TrialUsageError, match=r"--loop uvloop: uvloop is not installed"):
         check_loop("uvloop")
     assert resolve_loop("auto") == (None, "asyncio")

@@ -24,7 +24,7 @@ from narwhal_trial._edge import (
     search,
 )
 from narwhal_trial._records import Summary
-from narwhal_trial._summary import RunFacts, summarize
+from narwhal_trial.run._summary import RunFacts, summarize
 
 
 def _outcome(verdict: Verdict) -> TrialOutcome:

@@ -11,7 +11,7 @@ from narwhal_engine_client import (
     StreamCutError,
     StreamRecord,
 )
-from narwhal_trial._judge import Bounds, Outcome, judge
+from narwhal_trial.run._judge import Bounds, Outcome, judge
 
 MS = 1_000_000
 BOUNDS = Bounds(ttft_s=Decimal("2"), tpot_s=Decimal("0.0333"), output_tokens=128)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 
-from narwhal_trial._progress import RunProgress
+from narwhal_trial.run._progress import RunProgress
 
 
 class _Terminal(io.StringIO):

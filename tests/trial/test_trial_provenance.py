@@ -38,7 +38,7 @@ def test_helper_packages_are_the_trial_and_the_narwhal_packages_it_requires() ->
         assert (package.path / "__init__.py").is_file()
     files = helper_files(None, packages)
     assert {key.split("/", 1)[0] for key in files} == {p.module for p in packages}
-    assert "narwhal_engine_client/__init__.py" in files and "narwhal_trial/_run.py" in files
+    assert "narwhal_engine_client/__init__.py" in files and "narwhal_trial/run/_trial.py" in files
 
 
 def test_every_narwhal_package_the_trial_imports_is_covered() -> None:

@@ -14,7 +14,6 @@ records. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
 
 from narwhal_trial._access import DEFAULT_API_KEY_ENV, ApiKeyEnv
 from narwhal_trial._check import run_checks
-from narwhal_trial._drain import DEFAULT_GAUGES, DRAIN_PRESETS, wait_drained
 from narwhal_trial._edge_doc import EdgeRun, EdgeSearch, is_edge_folder, read_edge
 from narwhal_trial._errors import (
     DrainError,
@@ -40,9 +39,7 @@ from narwhal_trial._records import (
     Status,
     Summary,
 )
-from narwhal_trial._run import run_trial
 from narwhal_trial._runfolder import TrialRun, is_run_folder, read_requests, read_run
-from narwhal_trial._schedule import ScheduleLimits, miss_reason, pace, wait_until
 from narwhal_trial._schedule_records import (
     DensestSecond,
     Histogram,
@@ -50,6 +47,7 @@ from narwhal_trial._schedule_records import (
     OfferedLoad,
     ScheduleView,
 )
+from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
 from narwhal_trial._server_records import (
     CounterDelta,
     EngineView,
@@ -66,7 +64,6 @@ from narwhal_trial._server_records import (
     SpanView,
     TtftGap,
 )
-from narwhal_trial._settings import RunSettings
 from narwhal_trial._stats import required_good, wilson_interval
 from narwhal_trial._vtime import EngineModel, TrialShape, simulate
 from narwhal_trial._workload import (
@@ -80,7 +77,10 @@ from narwhal_trial._workload import (
     workload_bytes,
 )
 from narwhal_trial._workload_schedule import due_offsets_ns
-from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
+from narwhal_trial.run._drain import DEFAULT_GAUGES, DRAIN_PRESETS, wait_drained
+from narwhal_trial.run._pacing import ScheduleLimits, miss_reason, pace, wait_until
+from narwhal_trial.run._settings import RunSettings
+from narwhal_trial.run._trial import run_trial
 
 __all__ = [
     "DEFAULT_API_KEY_ENV",

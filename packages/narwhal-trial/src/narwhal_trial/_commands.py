@@ -23,10 +23,10 @@ from narwhal_trial._prepare_schedule import ScheduleOptions
 from narwhal_trial._reconcile import read_journal, reconcile
 from narwhal_trial._records import Summary
 from narwhal_trial._runfolder import read_requests
-from narwhal_trial._schedule_view import schedule_lines
 from narwhal_trial._server_text import server_lines
-from narwhal_trial._settings import RunSettings
 from narwhal_trial._workload import workload_bytes
+from narwhal_trial.run._schedule_view import schedule_lines
+from narwhal_trial.run._settings import RunSettings
 
 WORKLOAD_FILE = "workload.json"
 

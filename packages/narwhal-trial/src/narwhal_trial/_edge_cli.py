@@ -10,9 +10,7 @@ import typer
 
 from narwhal_trial._edge_command import edge_command
 from narwhal_trial._edge_settings import EdgeSettings, predict_options
-from narwhal_trial._event_loop import DEFAULT_LOOP
 from narwhal_trial._invocation import Invocation
-from narwhal_trial._replay import run_timing
 from narwhal_trial._run_options import (
     DRAIN_TIMEOUT_DEFAULT_S,
     KEEPALIVE_EXPIRY_DEFAULT_S,
@@ -39,6 +37,8 @@ from narwhal_trial._run_options import (
     WorkloadOpt,
     run_settings,
 )
+from narwhal_trial.run._event_loop import DEFAULT_LOOP
+from narwhal_trial.run._replay import run_timing
 
 _PREDICT = "With --fleet and --profiles: "
 

@@ -38,10 +38,10 @@ from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._records import Summary
-from narwhal_trial._run import run_trial
-from narwhal_trial._settings import RunSettings
 from narwhal_trial._vtime import TrialShape
 from narwhal_trial._workload import LoadedWorkload, load_workload
+from narwhal_trial.run._settings import RunSettings
+from narwhal_trial.run._trial import run_trial
 
 
 def predicted_band(settings: EdgeSettings, loaded: LoadedWorkload) -> PredictedBand:

@@ -93,7 +93,7 @@ def helper_files(
     """SHA-256 of every file the helper runs: each helper package's ``*.py`` sources (default:
     ``helper_packages()``) and the launcher.
 
-    Keys are ``<module>/<relative path>`` (``narwhal_trial/_run.py``,
+    Keys are ``<module>/<relative path>`` (``narwhal_trial/run/_trial.py``,
     ``narwhal_engine_client/...``) and ``launcher/<file name>``.
     """
     files: dict[str, str] = {}

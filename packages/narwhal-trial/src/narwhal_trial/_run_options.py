@@ -16,11 +16,11 @@ import typer
 
 from narwhal_engine_client import DEFAULT_KEEPALIVE_EXPIRY_S
 from narwhal_trial._access import DEFAULT_API_KEY_ENV
-from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
-from narwhal_trial._event_loop import DEFAULT_LOOP, LoopChoice
 from narwhal_trial._limits import DEFAULT_MAX_IN_FLIGHT, MAX_IN_FLIGHT
-from narwhal_trial._settings import RunSettings
 from narwhal_trial._stats import parse_fraction, parse_seconds
+from narwhal_trial.run._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
+from narwhal_trial.run._event_loop import DEFAULT_LOOP, LoopChoice
+from narwhal_trial.run._settings import RunSettings
 
 ENV_BASE = "NARWHAL_TRIAL_URL"
 PRESET_HELP = "; ".join(

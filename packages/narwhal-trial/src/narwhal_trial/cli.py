@@ -28,15 +28,12 @@ from narwhal_trial._commands import (
 )
 from narwhal_trial._edge_cli import edge
 from narwhal_trial._errors import TrialError
-from narwhal_trial._event_loop import DEFAULT_LOOP
 from narwhal_trial._invocation import Invocation
 from narwhal_trial._limits import DEFAULT_MAX_IN_FLIGHT, MAX_RATE, MAX_REQUESTS
 from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import DEFAULT_REPLICATIONS, MAX_REPLICATIONS, PredictRequest
 from narwhal_trial._predict_workload import predict_shape
 from narwhal_trial._prepare_schedule import ScheduleOptions
-from narwhal_trial._replay import run_timing
-from narwhal_trial._run import run_trial
 from narwhal_trial._run_options import (
     DRAIN_TIMEOUT_DEFAULT_S,
     KEEPALIVE_EXPIRY_DEFAULT_S,
@@ -82,6 +79,9 @@ from narwhal_trial._schedule_options import (
 )
 from narwhal_trial._stats import parse_fraction, parse_seconds
 from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
+from narwhal_trial.run._event_loop import DEFAULT_LOOP
+from narwhal_trial.run._replay import run_timing
+from narwhal_trial.run._trial import run_trial
 
 
 def _app() -> typer.Typer:

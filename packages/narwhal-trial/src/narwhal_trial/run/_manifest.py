@@ -14,8 +14,8 @@ from narwhal_trial._provenance import (
     source_revision,
 )
 from narwhal_trial._records import LaunchRecordCopy, Limits, Manifest
-from narwhal_trial._settings import RunSettings
 from narwhal_trial._workload import LoadedWorkload
+from narwhal_trial.run._settings import RunSettings
 
 
 def build_manifest(

@@ -18,8 +18,8 @@ from pathlib import Path
 import orjson
 
 from narwhal_trial._files import create_exclusive
-from narwhal_trial._judge import Outcome
 from narwhal_trial._records import RequestRecord
+from narwhal_trial.run._judge import Outcome
 
 
 class RecordWriter:

@@ -10,9 +10,7 @@ from typing import Literal
 
 from narwhal_engine_client import DEFAULT_KEEPALIVE_EXPIRY_S, StreamTransport
 from narwhal_trial._access import ApiKeyEnv, check_base_url, redact_url
-from narwhal_trial._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._event_loop import DEFAULT_LOOP, LoopChoice, check_loop
 from narwhal_trial._limits import (
     DEFAULT_MAX_IN_FLIGHT,
     MAX_IN_FLIGHT,
@@ -20,6 +18,8 @@ from narwhal_trial._limits import (
     MAX_REQUESTS,
     MAX_SCHEDULE_S,
 )
+from narwhal_trial.run._drain import DEFAULT_PRESET, DRAIN_PRESETS, DrainPreset
+from narwhal_trial.run._event_loop import DEFAULT_LOOP, LoopChoice, check_loop
 
 RUN_FILES = ("manifest.json", "requests.jsonl", "summary.json")
 

@@ -19,31 +19,31 @@ from typing import Any, TypeVar
 
 from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineError, gc_paused
 from narwhal_trial._clock import Clock
-from narwhal_trial._drain import wait_drained
 from narwhal_trial._errors import TrialError
-from narwhal_trial._event_loop import LoopFactory, resolve_loop
 from narwhal_trial._files import atomic_write, document_bytes, make_private_dir
 from narwhal_trial._frontend_read import read_frontend_scheduler
-from narwhal_trial._judge import Bounds, Outcome, judge, status_of
 from narwhal_trial._launch import LaunchRecord, keep, read_launch_records, refuse_caching_on
-from narwhal_trial._loopmon import LoopLagMonitor
-from narwhal_trial._manifest import build_manifest
 from narwhal_trial._otlp_receiver import Receiver, check_listen
 from narwhal_trial._prepare import fitting_model
-from narwhal_trial._probe import probe_request_fields
-from narwhal_trial._progress import RunProgress
 from narwhal_trial._records import LaunchRecordCopy, MissReason, Summary
-from narwhal_trial._replay import check_timing
-from narwhal_trial._schedule import ScheduleLimits, pace
-from narwhal_trial._schedule_view import schedule_view
 from narwhal_trial._server_report import SpanInputs, write_server_view
 from narwhal_trial._server_watch import ServerWatch, server_targets
-from narwhal_trial._settings import RUN_FILES, RunSettings, receiver_address
 from narwhal_trial._spans_join import wait_for_spans
-from narwhal_trial._summary import RunFacts, summarize
 from narwhal_trial._workload import LoadedWorkload, load_workload, request_body, sampler_of
 from narwhal_trial._workload_schedule import due_offsets_ns
-from narwhal_trial._writer import RecordWriter
+from narwhal_trial.run._drain import wait_drained
+from narwhal_trial.run._event_loop import LoopFactory, resolve_loop
+from narwhal_trial.run._judge import Bounds, Outcome, judge, status_of
+from narwhal_trial.run._loop_lag import LoopLagMonitor
+from narwhal_trial.run._manifest import build_manifest
+from narwhal_trial.run._pacing import ScheduleLimits, pace
+from narwhal_trial.run._probe import probe_request_fields
+from narwhal_trial.run._progress import RunProgress
+from narwhal_trial.run._replay import check_timing
+from narwhal_trial.run._schedule_view import schedule_view
+from narwhal_trial.run._settings import RUN_FILES, RunSettings, receiver_address
+from narwhal_trial.run._summary import RunFacts, summarize
+from narwhal_trial.run._writer import RecordWriter
 
 T = TypeVar("T")
 START_LEAD_NS = 20_000_000
