@@ -305,6 +305,6 @@ def test_the_documents_token_counting_is_the_engine_clients() -> None:
     from typing import get_args
 
     from narwhal_engine_client import TokenCounting
-    from narwhal_trial._request_fields import TokenCounting as Spelled
+    from narwhal_trial.documents._request_fields import TokenCounting as Spelled
 
     assert get_args(Spelled) == get_args(TokenCounting)

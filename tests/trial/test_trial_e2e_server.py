@@ -12,7 +12,7 @@ import pytest
 
 from narwhal_sim.testing import SimFleet, free_port
 from narwhal_trial import Summary
-from narwhal_trial._server_records import ServerDoc
+from narwhal_trial.documents._server import ServerDoc
 
 from .conftest import Cli, read_run, run_args, wait_for
 

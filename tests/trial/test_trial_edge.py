@@ -23,7 +23,7 @@ from narwhal_trial._edge import (
     round_rate,
     search,
 )
-from narwhal_trial._records import Summary
+from narwhal_trial.documents._records import Summary
 from narwhal_trial.run._summary import RunFacts, summarize
 
 

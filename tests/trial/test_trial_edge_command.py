@@ -19,7 +19,6 @@ from narwhal_trial._edge import round_rate
 from narwhal_trial._edge_command import edge_command, predicted_band
 from narwhal_trial._edge_doc import EdgeSearch
 from narwhal_trial._edge_settings import EdgeSettings, predict_options
-from narwhal_trial._records import Summary
 from narwhal_trial._workload import (
     Sampling,
     SeedPrompt,
@@ -27,6 +26,7 @@ from narwhal_trial._workload import (
     load_workload,
     workload_bytes,
 )
+from narwhal_trial.documents._records import Summary
 from narwhal_trial.run._settings import RunSettings
 from narwhal_trial.run._summary import RunFacts, summarize
 

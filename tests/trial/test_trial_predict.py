@@ -12,8 +12,8 @@ import pytest
 
 from narwhal_trial._model import OutsideDomainError, TrialTarget
 from narwhal_trial._predict import PredictRequest, predict
-from narwhal_trial._prediction import Prediction
 from narwhal_trial._vtime import TrialShape
+from narwhal_trial.documents._prediction import Prediction
 
 from ._store_kit import write_profiles
 from .conftest import Cli

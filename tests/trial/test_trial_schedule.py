@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from narwhal_trial import ScheduleLimits, due_offsets_ns, miss_reason, pace, wait_until
-from narwhal_trial._records import MissReason
+from narwhal_trial.documents._records import MissReason
 
 MS = 1_000_000
 

@@ -26,12 +26,26 @@ from narwhal_trial._errors import (
 )
 from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget
 from narwhal_trial._predict import DEFAULT_REPLICATIONS, PredictRequest, load_model, predict
-from narwhal_trial._prediction import Prediction
 from narwhal_trial._prepare import build_workload, seed_token_ids
 from narwhal_trial._profile_domain import CheckItem
 from narwhal_trial._rates import find_max_rate, predict_rate
 from narwhal_trial._reconcile import Reconciliation, read_journal, reconcile
-from narwhal_trial._records import (
+from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
+from narwhal_trial._stats import required_good, wilson_interval
+from narwhal_trial._vtime import EngineModel, TrialShape, simulate
+from narwhal_trial._workload import (
+    LoadedWorkload,
+    Sampling,
+    SeedPrompt,
+    Workload,
+    load_workload,
+    prompt_ids,
+    request_body,
+    workload_bytes,
+)
+from narwhal_trial._workload_schedule import due_offsets_ns
+from narwhal_trial.documents._prediction import Prediction
+from narwhal_trial.documents._records import (
     STATUSES,
     Distribution,
     Manifest,
@@ -39,16 +53,15 @@ from narwhal_trial._records import (
     Status,
     Summary,
 )
-from narwhal_trial._runfolder import TrialRun, is_run_folder, read_requests, read_run
-from narwhal_trial._schedule_records import (
+from narwhal_trial.documents._runfolder import TrialRun, is_run_folder, read_requests, read_run
+from narwhal_trial.documents._schedule import (
     DensestSecond,
     Histogram,
     LengthBucket,
     OfferedLoad,
     ScheduleView,
 )
-from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
-from narwhal_trial._server_records import (
+from narwhal_trial.documents._server import (
     CounterDelta,
     EngineView,
     FleetView,
@@ -64,19 +77,6 @@ from narwhal_trial._server_records import (
     SpanView,
     TtftGap,
 )
-from narwhal_trial._stats import required_good, wilson_interval
-from narwhal_trial._vtime import EngineModel, TrialShape, simulate
-from narwhal_trial._workload import (
-    LoadedWorkload,
-    Sampling,
-    SeedPrompt,
-    Workload,
-    load_workload,
-    prompt_ids,
-    request_body,
-    workload_bytes,
-)
-from narwhal_trial._workload_schedule import due_offsets_ns
 from narwhal_trial.run._drain import DEFAULT_GAUGES, DRAIN_PRESETS, wait_drained
 from narwhal_trial.run._pacing import ScheduleLimits, miss_reason, pace, wait_until
 from narwhal_trial.run._settings import RunSettings

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from typing import Literal
 
-from narwhal_trial._records import Summary
+from narwhal_trial.documents._records import Summary
 
 Verdict = Literal["pass", "miss", "invalid", "error", "interrupted"]
 """A trial as the search reads it: ``pass`` (exit 0), ``miss`` (exit 2 with a valid schedule),

@@ -37,9 +37,9 @@ from narwhal_trial._limits import MAX_RATE
 from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._provenance import dist_version
-from narwhal_trial._records import Summary
 from narwhal_trial._vtime import TrialShape
 from narwhal_trial._workload import LoadedWorkload, load_workload
+from narwhal_trial.documents._records import Summary
 from narwhal_trial.run._settings import RunSettings
 from narwhal_trial.run._trial import run_trial
 

@@ -12,7 +12,12 @@ from narwhal_engine_client import EngineClient, EngineClientError
 from narwhal_store import StoreError, load_fleet
 from narwhal_trial._access import ApiKeyEnv, check_base_url
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._frontend import GAUGES, FrontendScheduler, frontend_scheduler, models_published
+from narwhal_trial.documents._frontend import (
+    GAUGES,
+    FrontendScheduler,
+    frontend_scheduler,
+    models_published,
+)
 
 
 async def read_frontend_scheduler(client: EngineClient, model: str) -> FrontendScheduler | None:

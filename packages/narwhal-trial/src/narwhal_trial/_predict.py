@@ -20,7 +20,6 @@ from narwhal_store import StoreError, load_fleet, load_limits, read_store
 from narwhal_trial._calibrate import calibrate
 from narwhal_trial._capacity import throughput_bound
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._frontend import FrontendScheduler, profile_differences
 from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget, fleet_model
 from narwhal_trial._predict_schedule import (
     WorkloadFacts,
@@ -28,14 +27,15 @@ from narwhal_trial._predict_schedule import (
     spread_shape,
     workload_doc,
 )
-from narwhal_trial._prediction import Prediction
-from narwhal_trial._prediction_inputs import CalibrationDoc, Inputs
 from narwhal_trial._profile_domain import accepted_profile
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._rates import find_max_rate, predict_rate
 from narwhal_trial._sustainable import sustainable_rate
 from narwhal_trial._vtime import TrialShape
 from narwhal_trial._workload_schedule import check_speedup, speedup_refusal
+from narwhal_trial.documents._frontend import FrontendScheduler, profile_differences
+from narwhal_trial.documents._prediction import Prediction
+from narwhal_trial.documents._prediction_inputs import CalibrationDoc, Inputs
 
 #: ``--replications`` when not given: the pass probability to 1 %.
 DEFAULT_REPLICATIONS = 100

@@ -12,8 +12,8 @@ import math
 from collections.abc import Sequence
 
 from narwhal_trial._model import TrialTarget
-from narwhal_trial._prediction_schedule import PredictedBucket
 from narwhal_trial._vtime import SimulatedOutcome
+from narwhal_trial.documents._prediction_schedule import PredictedBucket
 from narwhal_trial.run._schedule_view import bucket_index, edges_for
 
 

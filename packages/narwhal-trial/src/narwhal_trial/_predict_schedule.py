@@ -19,9 +19,9 @@ from typing import Literal
 
 from narwhal_store import LoadedFleet, LoadedStore
 from narwhal_trial._model import OutsideDomainError
-from narwhal_trial._prediction_schedule import PredictedWorkload
 from narwhal_trial._profile_domain import accepted_profile, domain_items, lengths_hint
 from narwhal_trial._vtime import TrialShape
+from narwhal_trial.documents._prediction_schedule import PredictedWorkload
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,17 +19,17 @@ from narwhal_trial._predict_buckets import (
     nearest_rank,
     predicted_buckets,
 )
-from narwhal_trial._prediction import (
+from narwhal_trial._stats import distribution, required_good
+from narwhal_trial._vtime import SimulatedOutcome, TrialShape, simulate
+from narwhal_trial._workload_schedule import MAX_SPEEDUP
+from narwhal_trial.documents._prediction import (
     AttainmentInterval,
     EdgeBand,
     EngineUse,
     RatePrediction,
     RateSearch,
 )
-from narwhal_trial._records import Distribution
-from narwhal_trial._stats import distribution, required_good
-from narwhal_trial._vtime import SimulatedOutcome, TrialShape, simulate
-from narwhal_trial._workload_schedule import MAX_SPEEDUP
+from narwhal_trial.documents._records import Distribution
 
 _SEARCH_PRECISION = 0.01  # stop bisecting when the bracket is within 1 %
 _SEARCH_STEPS = 40

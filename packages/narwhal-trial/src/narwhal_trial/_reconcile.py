@@ -30,8 +30,8 @@ from typing import Any
 import orjson
 
 from narwhal_trial._errors import ReadError
-from narwhal_trial._records import RequestRecord
-from narwhal_trial._runfolder import jsonl_lines
+from narwhal_trial.documents._records import RequestRecord
+from narwhal_trial.documents._runfolder import jsonl_lines
 
 ANY = frozenset({"ok", "error", "cut", "stream_error", "client_disconnected", "no_engine"})
 AGREES: dict[str, frozenset[str]] = {

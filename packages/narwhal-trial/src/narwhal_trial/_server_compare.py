@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from narwhal_trial._records import RequestRecord
 from narwhal_trial._server_pages import DECODE, E2E, PREFILL, QUEUE, SUCCESS, TTFT
-from narwhal_trial._server_records import (
+from narwhal_trial.documents._records import RequestRecord
+from narwhal_trial.documents._server import (
     EngineView,
     FleetView,
     Grade,

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from narwhal_engine_client import EngineClient, EngineClientError, MetricsSnapshot
-from narwhal_trial._server_records import CounterDelta, HistogramDelta, PageReading, ServerPage
+from narwhal_trial.documents._server import CounterDelta, HistogramDelta, PageReading, ServerPage
 
 Role = Literal["prefill", "decode", "mixed"]
 PAGE_TIMEOUT_S = 5.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from narwhal_trial._server_records import HistogramView, QuantileInterval, ServerView
+from narwhal_trial.documents._server import HistogramView, QuantileInterval, ServerView
 
 
 def _ms(value: float | None) -> str:

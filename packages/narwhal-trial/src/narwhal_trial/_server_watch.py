@@ -32,7 +32,7 @@ from narwhal_trial._server_pages import (
     page_delta,
     read_pages,
 )
-from narwhal_trial._server_records import ServerPage
+from narwhal_trial.documents._server import ServerPage
 
 SETTLE_S = 1.0
 SETTLE_POLL_S = 0.2

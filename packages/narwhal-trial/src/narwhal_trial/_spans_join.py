@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
-from narwhal_trial._records import RequestRecord
-from narwhal_trial._server_records import ServerTiming, SpanView
 from narwhal_trial._stats import distribution
+from narwhal_trial.documents._records import RequestRecord
+from narwhal_trial.documents._server import ServerTiming, SpanView
 
 TTFT = "gen_ai.latency.time_to_first_token"
 E2E = "gen_ai.latency.e2e"

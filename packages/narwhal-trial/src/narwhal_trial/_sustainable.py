@@ -23,9 +23,9 @@ from narwhal_trial._capacity import (
     requests_to_test,
 )
 from narwhal_trial._model import FleetModel, TrialTarget
-from narwhal_trial._prediction_capacity import SustainableRate
 from narwhal_trial._rates import find_max_rate
 from narwhal_trial._vtime import TrialShape
+from narwhal_trial.documents._prediction_capacity import SustainableRate
 
 
 def sustainable_rate(

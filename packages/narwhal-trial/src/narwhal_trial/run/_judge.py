@@ -21,8 +21,8 @@ from narwhal_engine_client import (
     StreamCutError,
     StreamRecord,
 )
-from narwhal_trial._records import MissReason, RequestRecord, Status
 from narwhal_trial._stats import tpot_within, within_ns
+from narwhal_trial.documents._records import MissReason, RequestRecord, Status
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ from narwhal_trial._provenance import (
     helper_packages,
     source_revision,
 )
-from narwhal_trial._records import LaunchRecordCopy, Limits, Manifest
 from narwhal_trial._workload import LoadedWorkload
+from narwhal_trial.documents._records import LaunchRecordCopy, Limits, Manifest
 from narwhal_trial.run._settings import RunSettings
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from narwhal_trial._clock import Clock, Sleep
-from narwhal_trial._records import MissReason
+from narwhal_trial.documents._records import MissReason
 
 SPIN_NS = 1_200_000
 """The pacer stops sleeping this long before a due time and yields until it arrives. asyncio's

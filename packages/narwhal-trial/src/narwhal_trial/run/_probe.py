@@ -17,7 +17,8 @@ from typing import Final
 
 from narwhal_engine_client import EngineClient
 from narwhal_trial._errors import TrialError
-from narwhal_trial._request_fields import (
+from narwhal_trial._workload import Workload, default_counting, prompt_ids, sampled_body
+from narwhal_trial.documents._request_fields import (
     COUNTING_FIELDS,
     OMITTABLE,
     SAMPLING_RULES,
@@ -26,7 +27,6 @@ from narwhal_trial._request_fields import (
     RequestFields,
     counting_without,
 )
-from narwhal_trial._workload import Workload, default_counting, prompt_ids, sampled_body
 from narwhal_trial.run._judge import status_of
 
 PROBE_TOKENS: Final = 4

@@ -17,16 +17,16 @@ from collections.abc import Sequence
 from typing import Final
 
 from narwhal_trial._interval import Interval
-from narwhal_trial._records import RequestRecord
-from narwhal_trial._schedule_records import (
+from narwhal_trial._stats import wilson_interval
+from narwhal_trial._workload_schedule import Schedule
+from narwhal_trial.documents._records import RequestRecord
+from narwhal_trial.documents._schedule import (
     DensestSecond,
     Histogram,
     LengthBucket,
     OfferedLoad,
     ScheduleView,
 )
-from narwhal_trial._stats import wilson_interval
-from narwhal_trial._workload_schedule import Schedule
 
 MAX_BINS: Final = 600
 FIRST_EDGE: Final = 512

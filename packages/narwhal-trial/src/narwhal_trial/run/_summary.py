@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from narwhal_trial._interval import Interval
-from narwhal_trial._records import (
+from narwhal_trial._stats import distribution, required_good, wilson_interval
+from narwhal_trial.documents._records import (
     STATUSES,
     ClientUsage,
     Distribution,
     RequestRecord,
     Summary,
 )
-from narwhal_trial._stats import distribution, required_good, wilson_interval
 
 
 @dataclass(slots=True)

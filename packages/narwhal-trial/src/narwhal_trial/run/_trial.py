@@ -25,12 +25,12 @@ from narwhal_trial._frontend_read import read_frontend_scheduler
 from narwhal_trial._launch import LaunchRecord, keep, read_launch_records, refuse_caching_on
 from narwhal_trial._otlp_receiver import Receiver, check_listen
 from narwhal_trial._prepare import fitting_model
-from narwhal_trial._records import LaunchRecordCopy, MissReason, Summary
 from narwhal_trial._server_report import SpanInputs, write_server_view
 from narwhal_trial._server_watch import ServerWatch, server_targets
 from narwhal_trial._spans_join import wait_for_spans
 from narwhal_trial._workload import LoadedWorkload, load_workload, request_body, sampler_of
 from narwhal_trial._workload_schedule import due_offsets_ns
+from narwhal_trial.documents._records import LaunchRecordCopy, MissReason, Summary
 from narwhal_trial.run._drain import wait_drained
 from narwhal_trial.run._event_loop import LoopFactory, resolve_loop
 from narwhal_trial.run._judge import Bounds, Outcome, judge, status_of

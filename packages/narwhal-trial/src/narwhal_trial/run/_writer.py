@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from narwhal_trial._files import create_exclusive
-from narwhal_trial._records import RequestRecord
+from narwhal_trial.documents._records import RequestRecord
 from narwhal_trial.run._judge import Outcome
 
 

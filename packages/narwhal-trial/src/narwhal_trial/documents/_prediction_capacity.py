@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from narwhal_trial._prediction_schedule import omitted_when_none
-from narwhal_trial._records import AliasedDoc
+from narwhal_trial.documents._prediction_schedule import omitted_when_none
+from narwhal_trial.documents._records import AliasedDoc
 
 
 class SustainableRate(AliasedDoc):

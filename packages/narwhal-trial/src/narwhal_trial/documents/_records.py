@@ -7,11 +7,11 @@ from typing import Final, Literal, get_args
 from pydantic import ConfigDict, Field
 
 from narwhal_store import ClosedModel
-from narwhal_trial._frontend import FrontendScheduler
 from narwhal_trial._interval import Interval
-from narwhal_trial._request_fields import RequestFields
-from narwhal_trial._schedule_records import ScheduleView
-from narwhal_trial._server_records import ServerTiming, ServerView
+from narwhal_trial.documents._frontend import FrontendScheduler
+from narwhal_trial.documents._request_fields import RequestFields
+from narwhal_trial.documents._schedule import ScheduleView
+from narwhal_trial.documents._server import ServerTiming, ServerView
 
 MANIFEST_FORMAT: Final = "narwhal.trial.manifest"
 REQUEST_FORMAT: Final = "narwhal.trial.request"

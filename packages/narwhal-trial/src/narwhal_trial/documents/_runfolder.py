@@ -12,8 +12,8 @@ from pydantic import BaseModel, ValidationError
 
 from narwhal_trial._errors import ReadError
 from narwhal_trial._files import read_regular
-from narwhal_trial._records import Manifest, RequestRecord, Summary
-from narwhal_trial._server_records import ServerDoc
+from narwhal_trial.documents._records import Manifest, RequestRecord, Summary
+from narwhal_trial.documents._server import ServerDoc
 
 MANIFEST_FILE = "manifest.json"
 REQUESTS_FILE = "requests.jsonl"

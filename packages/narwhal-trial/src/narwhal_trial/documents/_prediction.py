@@ -6,23 +6,23 @@ from typing import Final, Literal
 
 from pydantic import Field
 
-from narwhal_trial._prediction_capacity import (
+from narwhal_trial.documents._prediction_capacity import (
     BoundMiss,
     SustainableRate,
     bound_lines,
     sustainable_lines,
 )
-from narwhal_trial._prediction_inputs import CalibrationDoc as CalibrationDoc
-from narwhal_trial._prediction_inputs import EngineSettings as EngineSettings
-from narwhal_trial._prediction_inputs import Inputs as Inputs
-from narwhal_trial._prediction_schedule import (
+from narwhal_trial.documents._prediction_inputs import CalibrationDoc as CalibrationDoc
+from narwhal_trial.documents._prediction_inputs import EngineSettings as EngineSettings
+from narwhal_trial.documents._prediction_inputs import Inputs as Inputs
+from narwhal_trial.documents._prediction_schedule import (
     PredictedBucket,
     bucket_lines,
     omitted_when_none,
     pace_label,
     workload_lines,
 )
-from narwhal_trial._records import AliasedDoc, Distribution
+from narwhal_trial.documents._records import AliasedDoc, Distribution
 
 PREDICTION_FORMAT: Final = "narwhal.trial.prediction"
 

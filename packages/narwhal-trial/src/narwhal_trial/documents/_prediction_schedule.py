@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from narwhal_trial._records import AliasedDoc
+from narwhal_trial.documents._records import AliasedDoc
 
 
 def _absent(value: object) -> bool:

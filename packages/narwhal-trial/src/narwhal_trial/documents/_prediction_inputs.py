@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from narwhal_trial._prediction_schedule import PredictedWorkload, omitted_when_none
-from narwhal_trial._records import AliasedDoc
+from narwhal_trial.documents._prediction_schedule import PredictedWorkload, omitted_when_none
+from narwhal_trial.documents._records import AliasedDoc
 
 
 class EngineSettings(AliasedDoc):
