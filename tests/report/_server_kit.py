@@ -22,8 +22,8 @@ from narwhal_trial import (
     ServerPage,
     read_run,
 )
-from narwhal_trial._server_compare import compare
-from narwhal_trial._spans_join import attach, join
+from narwhal_trial.server._compare import compare
+from narwhal_trial.server._spans import attach, join
 
 BOUNDS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
           10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 
 from narwhal_trial import ReadError, TrialUsageError
 from narwhal_trial._check import launch_record_item, launch_record_items
-from narwhal_trial._launch import (
+from narwhal_trial.server._launch import (
     LaunchRecord,
     keep,
     read_launch_record,

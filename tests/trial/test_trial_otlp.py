@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from narwhal_trial._errors import TrialError
-from narwhal_trial._otlp import OtlpDecodeError, decode_export
-from narwhal_trial._otlp_receiver import Receiver
+from narwhal_trial.server._otlp import OtlpDecodeError, decode_export
+from narwhal_trial.server._otlp_receiver import Receiver
 
 # ExportTraceServiceRequest.SerializeToString() from opentelemetry-proto 1.x (the conformance
 # tier's vLLM venv): one resource (service.name, service.instance.id=e0), one scope, a span

@@ -12,10 +12,10 @@ import pytest
 
 from narwhal_engine_client import MetricsSnapshot
 from narwhal_trial import HistogramDelta, RequestRecord
-from narwhal_trial._server_compare import compare, grade, merge, quantile_interval
-from narwhal_trial._server_pages import MetricsTarget, Reading, page_delta
-from narwhal_trial._spans_join import attach, join, wait_for_spans
 from narwhal_trial.documents._server import PageReading
+from narwhal_trial.server._compare import compare, grade, merge, quantile_interval
+from narwhal_trial.server._pages import MetricsTarget, Reading, page_delta
+from narwhal_trial.server._spans import attach, join, wait_for_spans
 
 OK = PageReading(ok=True, error=None, wall_time="2026-12-02T00:00:00.000+00:00", elapsed_s=0.01)
 

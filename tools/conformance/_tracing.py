@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from narwhal_sim.testing import free_port
-from narwhal_trial._otlp_receiver import Receiver
+from narwhal_trial.server._otlp_receiver import Receiver
 
 DECODE_S = "gen_ai.latency.time_in_model_decode"
 TOKENS = "gen_ai.usage.completion_tokens"

@@ -34,7 +34,6 @@ from narwhal_engine_client import EngineClient, EngineClientError, MetricsSnapsh
 from narwhal_store import LoadedFleet, Profile, StoreError, load_fleet, read_store
 from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._errors import TrialError, TrialUsageError
-from narwhal_trial._launch import LaunchRecord, prefix_caching_off, read_launch_records
 from narwhal_trial._prepare import live_max_model_len
 from narwhal_trial._profile_domain import CheckItem, accepted_profile, domain_items
 from narwhal_trial._workload import Workload, load_workload
@@ -44,6 +43,7 @@ from narwhal_trial.documents._frontend import (
     is_dynamo_page,
     profile_differences,
 )
+from narwhal_trial.server._launch import LaunchRecord, prefix_caching_off, read_launch_records
 
 _FALSE = {"false", "0", "no", "off"}
 

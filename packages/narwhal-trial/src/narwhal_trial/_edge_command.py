@@ -32,7 +32,6 @@ from narwhal_trial._edge_settings import EdgeSettings, trial_folder
 from narwhal_trial._edge_text import closing, opening, trial_line, unit
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
-from narwhal_trial._launch import read_launch_records, refuse_caching_on
 from narwhal_trial._limits import MAX_RATE
 from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import PredictRequest, predict
@@ -42,6 +41,7 @@ from narwhal_trial._workload import LoadedWorkload, load_workload
 from narwhal_trial.documents._records import Summary
 from narwhal_trial.run._settings import RunSettings
 from narwhal_trial.run._trial import run_trial
+from narwhal_trial.server._launch import read_launch_records, refuse_caching_on
 
 
 def predicted_band(settings: EdgeSettings, loaded: LoadedWorkload) -> PredictedBand:

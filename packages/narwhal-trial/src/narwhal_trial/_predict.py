@@ -61,7 +61,7 @@ class PredictRequest:
     frontend: str | None = None
     published: Mapping[str, FrontendScheduler] = field(default_factory=dict)
     """per engine iid, the settings ``frontend`` published (read by the command layer:
-    ``_frontend_read.read_published``), ranked between --limits and the profiles"""
+    ``server._frontend.read_published``), ranked between --limits and the profiles"""
     workload: WorkloadFacts | None = None
     """``--workload``: the file ``shape`` came from (read by the command layer:
     ``_predict_workload.workload_shape``)"""

@@ -6,7 +6,7 @@ Dynamo's workers serve no HTTP, so these gauges are the only place ``prepare``, 
 ``check`` and ``predict`` can read them: ``dynamo_frontend_model_max_num_seqs``,
 ``..._max_num_batched_tokens`` and ``..._context_length`` (0 when the worker reports none, as
 Dynamo's mocker engine does), each labelled with the served model's name. This module only reads
-a page it is given (``predict`` imports it and contacts nothing); ``_frontend_read`` fetches one.
+a page it is given (``predict`` imports it and contacts nothing); ``server._frontend`` fetches one.
 """
 
 from __future__ import annotations

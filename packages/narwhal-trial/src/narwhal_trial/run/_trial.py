@@ -21,13 +21,7 @@ from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineE
 from narwhal_trial._clock import Clock
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, document_bytes, make_private_dir
-from narwhal_trial._frontend_read import read_frontend_scheduler
-from narwhal_trial._launch import LaunchRecord, keep, read_launch_records, refuse_caching_on
-from narwhal_trial._otlp_receiver import Receiver, check_listen
 from narwhal_trial._prepare import fitting_model
-from narwhal_trial._server_report import SpanInputs, write_server_view
-from narwhal_trial._server_watch import ServerWatch, server_targets
-from narwhal_trial._spans_join import wait_for_spans
 from narwhal_trial._workload import LoadedWorkload, load_workload, request_body, sampler_of
 from narwhal_trial._workload_schedule import due_offsets_ns
 from narwhal_trial.documents._records import LaunchRecordCopy, MissReason, Summary
@@ -44,6 +38,12 @@ from narwhal_trial.run._schedule_view import schedule_view
 from narwhal_trial.run._settings import RUN_FILES, RunSettings, receiver_address
 from narwhal_trial.run._summary import RunFacts, summarize
 from narwhal_trial.run._writer import RecordWriter
+from narwhal_trial.server._frontend import read_frontend_scheduler
+from narwhal_trial.server._launch import LaunchRecord, keep, read_launch_records, refuse_caching_on
+from narwhal_trial.server._otlp_receiver import Receiver, check_listen
+from narwhal_trial.server._report import SpanInputs, write_server_view
+from narwhal_trial.server._spans import wait_for_spans
+from narwhal_trial.server._watch import ServerWatch, server_targets
 
 T = TypeVar("T")
 START_LEAD_NS = 20_000_000

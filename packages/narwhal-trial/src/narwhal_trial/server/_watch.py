@@ -24,7 +24,8 @@ from narwhal_engine_client import EngineClient
 from narwhal_store import StoreError, load_fleet
 from narwhal_trial._access import redact_url
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._server_pages import (
+from narwhal_trial.documents._server import ServerPage
+from narwhal_trial.server._pages import (
     SUCCESS,
     TTFT,
     MetricsTarget,
@@ -32,7 +33,6 @@ from narwhal_trial._server_pages import (
     page_delta,
     read_pages,
 )
-from narwhal_trial.documents._server import ServerPage
 
 SETTLE_S = 1.0
 SETTLE_POLL_S = 0.2

@@ -13,11 +13,11 @@ from pathlib import Path
 import orjson
 
 from narwhal_trial._files import atomic_write, document_bytes
-from narwhal_trial._server_compare import compare
-from narwhal_trial._server_watch import ServerWatch
-from narwhal_trial._spans_join import attach, join, read_spans
 from narwhal_trial.documents._records import RequestRecord, Summary
 from narwhal_trial.documents._server import ReceiverFacts, ServerDoc
+from narwhal_trial.server._compare import compare
+from narwhal_trial.server._spans import attach, join, read_spans
+from narwhal_trial.server._watch import ServerWatch
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """The OTLP/HTTP trace receiver behind ``run --otlp-receiver HOST:PORT``, in its own process.
 
 It runs beside the trial, never inside the client's event loop, so decoding exports costs the
-measuring process nothing. ``python -m narwhal_trial._otlp_receiver HOST PORT OUT_DIR`` listens,
-prints ``ready HOST:PORT`` once bound (or ``error: ...`` and exits 1), and accepts
+measuring process nothing. ``python -m narwhal_trial.server._otlp_receiver HOST PORT OUT_DIR``
+listens, prints ``ready HOST:PORT`` once bound (or ``error: ...`` and exits 1), and accepts
 ``POST /v1/traces`` and ``POST /v1/traces/<engine>`` (``application/x-protobuf``, gzip allowed):
 each ``llm_request`` span becomes one line of ``OUT_DIR/spans.jsonl`` with the engine it came
 from (the path's last part, else the resource's ``service.instance.id``). On SIGTERM it writes
@@ -29,7 +29,7 @@ from typing import IO, Any
 import orjson
 
 from narwhal_trial._errors import TrialError, TrialUsageError
-from narwhal_trial._otlp import AttrValue, OtlpDecodeError, decode_export
+from narwhal_trial.server._otlp import AttrValue, OtlpDecodeError, decode_export
 
 SPAN_NAME = "llm_request"
 SPANS_FILE = "spans.jsonl"
@@ -37,6 +37,9 @@ FACTS_FILE = "receiver.json"
 _PATH = re.compile(r"^/v1/traces(?:/(?P<engine>[A-Za-z0-9][A-Za-z0-9._-]*))?/?$")
 _MAX_BODY = 64 << 20
 START_TIMEOUT_S = 20.0
+
+_MODULE = "narwhal_trial.server._otlp_receiver"
+"""What ``python -m`` runs in the receiver's own process."""
 
 
 def _plain(value: AttrValue | object) -> object:
@@ -185,7 +188,14 @@ class Receiver:
         self.out = out
         self.address = f"{host}:{port}"
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "narwhal_trial._otlp_receiver", host, str(port), str(out)],
+            [
+                sys.executable,
+                "-m",
+                "narwhal_trial.server._otlp_receiver",
+                host,
+                str(port),
+                str(out),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -231,7 +241,7 @@ class Receiver:
 def main(argv: list[str]) -> int:
     """``HOST PORT OUT_DIR``."""
     if len(argv) != 3:
-        sys.stderr.write("usage: python -m narwhal_trial._otlp_receiver HOST PORT OUT_DIR\n")
+        sys.stderr.write("usage: python -m narwhal_trial.server._otlp_receiver HOST PORT OUT_DIR\n")
         return 2
     return serve(argv[0], int(argv[1]), Path(argv[2]), sys.stdout)
 

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from narwhal_trial._server_pages import DECODE, E2E, PREFILL, QUEUE, SUCCESS, TTFT
 from narwhal_trial.documents._records import RequestRecord
 from narwhal_trial.documents._server import (
     EngineView,
@@ -33,6 +32,7 @@ from narwhal_trial.documents._server import (
     SpanView,
     TtftGap,
 )
+from narwhal_trial.server._pages import DECODE, E2E, PREFILL, QUEUE, SUCCESS, TTFT
 
 DONE_REASONS = frozenset({"stop", "length"})
 ABORT_REASONS = frozenset({"abort", "error"})
