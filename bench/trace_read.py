@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from narwhal_trial._trace import TRACE_FORMATS, TraceFormat, read_trace
+from narwhal_trial.workload._trace import TRACE_FORMATS, TraceFormat, read_trace
 
 NAMES: dict[TraceFormat, str] = {
     "mooncake": "mooncake.jsonl",

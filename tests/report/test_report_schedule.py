@@ -19,9 +19,9 @@ from narwhal_report._schedule_figures import bucket_label
 from narwhal_report._schedule_section import EACH_MAX, densest_text
 from narwhal_report._timeline import TIMELINE_CAPTION
 from narwhal_trial import RequestRecord, read_run
-from narwhal_trial._workload_schedule import Schedule, TraceSource
 from narwhal_trial.documents._schedule import ScheduleView
 from narwhal_trial.run._schedule_view import schedule_view
+from narwhal_trial.workload._schedule import Schedule, TraceSource
 
 from ._kit import write_run_folder
 

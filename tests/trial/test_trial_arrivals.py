@@ -1,21 +1,21 @@
-"""Synthetic arrivals and lengths (``narwhal_trial._arrivals``): the constant schedule agrees with
-the runbook trial's, the random ones are seeded and have the asked mean (statistical checks with
-fixed seeds and loose bounds: deterministic, never timed)."""
+"""Synthetic arrivals and lengths (``narwhal_trial.workload._arrivals``): the constant schedule
+agrees with the runbook trial's, the random ones are seeded and have the asked mean (statistical
+checks with fixed seeds and loose bounds: deterministic, never timed)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from narwhal_trial._arrivals import (
+from narwhal_trial._errors import TrialUsageError
+from narwhal_trial.workload._arrivals import (
     LengthSpec,
     arrival_offsets_s,
     draw_lengths,
     offsets_ns,
     parse_length_spec,
 )
-from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._workload_schedule import due_offsets_ns
+from narwhal_trial.workload._schedule import due_offsets_ns
 
 DRAWS = 10_000
 RATES = (0.5, 1.0, 3.0, 7.0, 1 / 3, 2.5, 33.3, 123.456, 1000.0, 6.02)

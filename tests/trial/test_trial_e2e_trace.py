@@ -14,7 +14,7 @@ import pytest
 
 from narwhal_sim.testing import SimFleet
 from narwhal_trial import Summary
-from narwhal_trial._workload import load_workload, prompt_ids, request_body
+from narwhal_trial.workload._file import load_workload, prompt_ids, request_body
 
 from ._store_kit import write_profiles
 from .conftest import Cli, prepare_workload, read_run, run_args

@@ -19,16 +19,16 @@ from narwhal_trial._edge import round_rate
 from narwhal_trial._edge_command import edge_command, predicted_band
 from narwhal_trial._edge_doc import EdgeSearch
 from narwhal_trial._edge_settings import EdgeSettings, predict_options
-from narwhal_trial._workload import (
+from narwhal_trial.documents._records import Summary
+from narwhal_trial.run._settings import RunSettings
+from narwhal_trial.run._summary import RunFacts, summarize
+from narwhal_trial.workload._file import (
     Sampling,
     SeedPrompt,
     Workload,
     load_workload,
     workload_bytes,
 )
-from narwhal_trial.documents._records import Summary
-from narwhal_trial.run._settings import RunSettings
-from narwhal_trial.run._summary import RunFacts, summarize
 
 from ._store_kit import write_profiles
 from .conftest import LAUNCHER, trial_env

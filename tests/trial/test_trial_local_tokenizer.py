@@ -10,7 +10,7 @@ import pytest
 
 from narwhal_sim import decode, write_model_folder
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._local_tokenizer import load_tokenizer
+from narwhal_trial.workload._tokenizer import load_tokenizer
 
 
 def test_the_sim_folders_tokenizer_gives_back_the_engines_ids(tmp_path: Path) -> None:

@@ -18,9 +18,15 @@ from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._predict_schedule import WorkloadFacts
 from narwhal_trial._predict_workload import workload_shape
 from narwhal_trial._vtime import TrialShape
-from narwhal_trial._workload import BLOCK_SAMPLER, Sampling, SeedPrompt, Workload, workload_bytes
-from narwhal_trial._workload_schedule import Schedule, SyntheticSource
 from narwhal_trial.documents._prediction import Prediction, RatePrediction
+from narwhal_trial.workload._file import (
+    BLOCK_SAMPLER,
+    Sampling,
+    SeedPrompt,
+    Workload,
+    workload_bytes,
+)
+from narwhal_trial.workload._schedule import Schedule, SyntheticSource
 
 from ._store_kit import write_profiles
 from .conftest import Cli

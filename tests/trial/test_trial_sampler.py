@@ -17,7 +17,7 @@ from narwhal_trial import (
     request_body,
     workload_bytes,
 )
-from narwhal_trial._workload import Sampling, SeedPrompt
+from narwhal_trial.workload._file import Sampling, SeedPrompt
 
 
 def _workload(**changes: object) -> Workload:

@@ -1,5 +1,5 @@
-"""Reading a production trace (``narwhal_trial._trace``): the formats, detection, the window, the
-clipping to a context limit. The refusals are in test_trial_trace_errors.py."""
+"""Reading a production trace (``narwhal_trial.workload._trace``): the formats, detection, the
+window, the clipping to a context limit. The refusals are in test_trial_trace_errors.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._trace import (
+from narwhal_trial.workload._trace import (
     DEFAULT_BLOCK_TOKENS,
     TRACE_FORMATS,
     Trace,

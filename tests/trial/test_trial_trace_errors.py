@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._trace import TraceError, TraceFormat, read_trace
+from narwhal_trial.workload._trace import TraceError, TraceFormat, read_trace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
 BURST = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"

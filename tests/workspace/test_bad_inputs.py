@@ -40,7 +40,7 @@ import pytest
 
 from narwhal_sim.testing import start_sim_fleet
 from narwhal_store import Generator, load_fleet, new_documents, write_store
-from narwhal_trial._workload import Sampling, SeedPrompt, Workload, workload_bytes
+from narwhal_trial.workload._file import Sampling, SeedPrompt, Workload, workload_bytes
 
 pytestmark = pytest.mark.slow
 

@@ -33,7 +33,7 @@ REQUIRED_TEXTS = {
         "POOL_TEXT",
     ),
     "trial SEED_PROMPT": (
-        REPO / "packages/narwhal-trial/src/narwhal_trial/_seed_text.py",
+        REPO / "packages/narwhal-trial/src/narwhal_trial/workload/_seed_text.py",
         "SEED_PROMPT",
     ),
 }

@@ -26,24 +26,12 @@ from narwhal_trial._errors import (
 )
 from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget
 from narwhal_trial._predict import DEFAULT_REPLICATIONS, PredictRequest, load_model, predict
-from narwhal_trial._prepare import build_workload, seed_token_ids
 from narwhal_trial._profile_domain import CheckItem
 from narwhal_trial._rates import find_max_rate, predict_rate
 from narwhal_trial._reconcile import Reconciliation, read_journal, reconcile
 from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
 from narwhal_trial._stats import required_good, wilson_interval
 from narwhal_trial._vtime import EngineModel, TrialShape, simulate
-from narwhal_trial._workload import (
-    LoadedWorkload,
-    Sampling,
-    SeedPrompt,
-    Workload,
-    load_workload,
-    prompt_ids,
-    request_body,
-    workload_bytes,
-)
-from narwhal_trial._workload_schedule import due_offsets_ns
 from narwhal_trial.documents._prediction import Prediction
 from narwhal_trial.documents._records import (
     STATUSES,
@@ -81,6 +69,18 @@ from narwhal_trial.run._drain import DEFAULT_GAUGES, DRAIN_PRESETS, wait_drained
 from narwhal_trial.run._pacing import ScheduleLimits, miss_reason, pace, wait_until
 from narwhal_trial.run._settings import RunSettings
 from narwhal_trial.run._trial import run_trial
+from narwhal_trial.workload._file import (
+    LoadedWorkload,
+    Sampling,
+    SeedPrompt,
+    Workload,
+    load_workload,
+    prompt_ids,
+    request_body,
+    workload_bytes,
+)
+from narwhal_trial.workload._prepare import build_workload, seed_token_ids
+from narwhal_trial.workload._schedule import due_offsets_ns
 
 __all__ = [
     "DEFAULT_API_KEY_ENV",

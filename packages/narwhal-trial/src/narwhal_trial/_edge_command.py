@@ -37,11 +37,11 @@ from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._provenance import dist_version
 from narwhal_trial._vtime import TrialShape
-from narwhal_trial._workload import LoadedWorkload, load_workload
 from narwhal_trial.documents._records import Summary
 from narwhal_trial.run._settings import RunSettings
 from narwhal_trial.run._trial import run_trial
 from narwhal_trial.server._launch import read_launch_records, refuse_caching_on
+from narwhal_trial.workload._file import LoadedWorkload, load_workload
 
 
 def predicted_band(settings: EdgeSettings, loaded: LoadedWorkload) -> PredictedBand:

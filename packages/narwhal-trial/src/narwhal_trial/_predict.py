@@ -32,10 +32,10 @@ from narwhal_trial._provenance import dist_version
 from narwhal_trial._rates import find_max_rate, predict_rate
 from narwhal_trial._sustainable import sustainable_rate
 from narwhal_trial._vtime import TrialShape
-from narwhal_trial._workload_schedule import check_speedup, speedup_refusal
 from narwhal_trial.documents._frontend import FrontendScheduler, profile_differences
 from narwhal_trial.documents._prediction import Prediction
 from narwhal_trial.documents._prediction_inputs import CalibrationDoc, Inputs
+from narwhal_trial.workload._schedule import check_speedup, speedup_refusal
 
 #: ``--replications`` when not given: the pass probability to 1 %.
 DEFAULT_REPLICATIONS = 100

@@ -1,8 +1,8 @@
 """``predict --workload FILE``: the workload file read for the predictor (the command layer's part).
 
-The file is read and validated as ``run`` reads it (``_workload.load_workload``: WorkloadError names
-the file), which imports the engine client, so the predictor itself (``_predict``) never imports
-this module: it gets the shape and the facts (``_predict_schedule.WorkloadFacts``).
+The file is read and validated as ``run`` reads it (``workload._file.load_workload``: WorkloadError
+names the file), which imports the engine client, so the predictor itself (``_predict``) never
+imports this module: it gets the shape and the facts (``_predict_schedule.WorkloadFacts``).
 
 - A scheduled workload (``prepare --trace`` or ``--arrivals``) holds its requests, their due times
   and their lengths: ``--input-tokens``, ``--output-tokens``, ``--requests`` and ``--rate`` are
@@ -20,8 +20,8 @@ from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._limits import DEFAULT_MAX_IN_FLIGHT
 from narwhal_trial._predict_schedule import WorkloadFacts
 from narwhal_trial._vtime import TrialShape
-from narwhal_trial._workload import load_workload
-from narwhal_trial._workload_schedule import speedup_refusal
+from narwhal_trial.workload._file import load_workload
+from narwhal_trial.workload._schedule import speedup_refusal
 
 _NS = 1_000_000_000
 

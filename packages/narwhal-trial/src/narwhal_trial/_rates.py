@@ -21,7 +21,6 @@ from narwhal_trial._predict_buckets import (
 )
 from narwhal_trial._stats import distribution, required_good
 from narwhal_trial._vtime import SimulatedOutcome, TrialShape, simulate
-from narwhal_trial._workload_schedule import MAX_SPEEDUP
 from narwhal_trial.documents._prediction import (
     AttainmentInterval,
     EdgeBand,
@@ -30,6 +29,7 @@ from narwhal_trial.documents._prediction import (
     RateSearch,
 )
 from narwhal_trial.documents._records import Distribution
+from narwhal_trial.workload._schedule import MAX_SPEEDUP
 
 _SEARCH_PRECISION = 0.01  # stop bisecting when the bracket is within 1 %
 _SEARCH_STEPS = 40

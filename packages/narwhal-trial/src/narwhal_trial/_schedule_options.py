@@ -1,4 +1,4 @@
-"""``prepare``'s schedule options, as typer option types (rules: ``_prepare_schedule``)."""
+"""``prepare``'s schedule options, as typer option types (rules: ``workload._schedule_options``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from narwhal_trial._arrivals import ArrivalKind
-from narwhal_trial._trace import TraceFormat
+from narwhal_trial.workload._arrivals import ArrivalKind
+from narwhal_trial.workload._trace import TraceFormat
 
 _TRACE = "Trace replay"
 _DRAWN = "Synthetic arrivals and lengths"

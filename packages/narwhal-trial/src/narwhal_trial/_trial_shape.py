@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from narwhal_trial._limits import DEFAULT_MAX_IN_FLIGHT
-from narwhal_trial._workload_schedule import mean_rate_of
+from narwhal_trial.workload._schedule import mean_rate_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,6 @@ from narwhal_trial._limits import DEFAULT_MAX_IN_FLIGHT, MAX_RATE, MAX_REQUESTS
 from narwhal_trial._model import TrialTarget
 from narwhal_trial._predict import DEFAULT_REPLICATIONS, MAX_REPLICATIONS, PredictRequest
 from narwhal_trial._predict_workload import predict_shape
-from narwhal_trial._prepare_schedule import ScheduleOptions
 from narwhal_trial._run_options import (
     DRAIN_TIMEOUT_DEFAULT_S,
     KEEPALIVE_EXPIRY_DEFAULT_S,
@@ -82,6 +81,7 @@ from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 from narwhal_trial.run._event_loop import DEFAULT_LOOP
 from narwhal_trial.run._replay import run_timing
 from narwhal_trial.run._trial import run_trial
+from narwhal_trial.workload._schedule_options import ScheduleOptions
 
 
 def _app() -> typer.Typer:

@@ -13,9 +13,9 @@ from narwhal_trial._provenance import (
     helper_packages,
     source_revision,
 )
-from narwhal_trial._workload import LoadedWorkload
 from narwhal_trial.documents._records import LaunchRecordCopy, Limits, Manifest
 from narwhal_trial.run._settings import RunSettings
+from narwhal_trial.workload._file import LoadedWorkload
 
 
 def build_manifest(

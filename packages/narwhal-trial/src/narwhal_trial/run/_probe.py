@@ -17,7 +17,6 @@ from typing import Final
 
 from narwhal_engine_client import EngineClient
 from narwhal_trial._errors import TrialError
-from narwhal_trial._workload import Workload, default_counting, prompt_ids, sampled_body
 from narwhal_trial.documents._request_fields import (
     COUNTING_FIELDS,
     OMITTABLE,
@@ -28,6 +27,7 @@ from narwhal_trial.documents._request_fields import (
     counting_without,
 )
 from narwhal_trial.run._judge import status_of
+from narwhal_trial.workload._file import Workload, default_counting, prompt_ids, sampled_body
 
 PROBE_TOKENS: Final = 4
 PROBE_PROMPT_TOKENS: Final = 16

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from narwhal_trial._errors import TrialUsageError, WorkloadError
-from narwhal_trial._workload import Workload, load_workload
-from narwhal_trial._workload_schedule import check_speedup, speedup_refusal
 from narwhal_trial.run._settings import RunSettings
+from narwhal_trial.workload._file import Workload, load_workload
+from narwhal_trial.workload._schedule import check_speedup, speedup_refusal
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ from typing import Final
 
 from narwhal_trial._interval import Interval
 from narwhal_trial._stats import wilson_interval
-from narwhal_trial._workload_schedule import Schedule
 from narwhal_trial.documents._records import RequestRecord
 from narwhal_trial.documents._schedule import (
     DensestSecond,
@@ -27,6 +26,7 @@ from narwhal_trial.documents._schedule import (
     OfferedLoad,
     ScheduleView,
 )
+from narwhal_trial.workload._schedule import Schedule
 
 MAX_BINS: Final = 600
 FIRST_EDGE: Final = 512

@@ -21,9 +21,6 @@ from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineE
 from narwhal_trial._clock import Clock
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, document_bytes, make_private_dir
-from narwhal_trial._prepare import fitting_model
-from narwhal_trial._workload import LoadedWorkload, load_workload, request_body, sampler_of
-from narwhal_trial._workload_schedule import due_offsets_ns
 from narwhal_trial.documents._records import LaunchRecordCopy, MissReason, Summary
 from narwhal_trial.run._drain import wait_drained
 from narwhal_trial.run._event_loop import LoopFactory, resolve_loop
@@ -44,6 +41,9 @@ from narwhal_trial.server._otlp_receiver import Receiver, check_listen
 from narwhal_trial.server._report import SpanInputs, write_server_view
 from narwhal_trial.server._spans import wait_for_spans
 from narwhal_trial.server._watch import ServerWatch, server_targets
+from narwhal_trial.workload._file import LoadedWorkload, load_workload, request_body, sampler_of
+from narwhal_trial.workload._prepare import fitting_model
+from narwhal_trial.workload._schedule import due_offsets_ns
 
 T = TypeVar("T")
 START_LEAD_NS = 20_000_000

@@ -19,17 +19,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from narwhal_trial._arrivals import (
+from narwhal_trial._errors import TrialUsageError, WorkloadError
+from narwhal_trial._limits import MAX_REQUESTS
+from narwhal_trial.workload._arrivals import (
     ArrivalKind,
     arrival_offsets_s,
     draw_lengths,
     offsets_ns,
     parse_length_spec,
 )
-from narwhal_trial._blocks import prefix_reuse
-from narwhal_trial._errors import TrialUsageError, WorkloadError
-from narwhal_trial._limits import MAX_REQUESTS
-from narwhal_trial._trace import (
+from narwhal_trial.workload._blocks import prefix_reuse
+from narwhal_trial.workload._schedule import Schedule, SyntheticSource, TraceSource
+from narwhal_trial.workload._trace import (
     DEFAULT_BLOCK_TOKENS,
     Trace,
     TraceFormat,
@@ -38,7 +39,6 @@ from narwhal_trial._trace import (
     over_limit,
     read_trace,
 )
-from narwhal_trial._workload_schedule import Schedule, SyntheticSource, TraceSource
 
 _NS = 1_000_000_000
 

@@ -16,10 +16,8 @@ from narwhal_engine_client import (
     select_model,
 )
 from narwhal_trial._errors import PrepareError, TrialError, WorkloadError
-from narwhal_trial._local_tokenizer import LocalTokenizer
-from narwhal_trial._prepare_schedule import ScheduleSource
-from narwhal_trial._seed_text import SEED_PROMPT, SEED_PROMPT_NAME
-from narwhal_trial._workload import (
+from narwhal_trial.server._frontend import read_frontend_scheduler
+from narwhal_trial.workload._file import (
     BLOCK_SAMPLER,
     SAMPLER,
     MaxModelLenSource,
@@ -29,7 +27,9 @@ from narwhal_trial._workload import (
     TokenizerFile,
     Workload,
 )
-from narwhal_trial.server._frontend import read_frontend_scheduler
+from narwhal_trial.workload._schedule_options import ScheduleSource
+from narwhal_trial.workload._seed_text import SEED_PROMPT, SEED_PROMPT_NAME
+from narwhal_trial.workload._tokenizer import LocalTokenizer
 
 SEED_COMPLETION_TOKENS = 32
 _PLACEHOLDER = re.compile(r"token_id:(\d+)")

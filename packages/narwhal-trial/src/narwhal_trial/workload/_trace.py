@@ -35,7 +35,7 @@ from typing import Final, Literal, get_args
 
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._files import read_regular
-from narwhal_trial._trace_formats import (
+from narwhal_trial.workload._trace_formats import (
     AZURE_COLUMNS,
     BURSTGPT_COLUMNS,
     RawRow,

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from narwhal_trial._workload_schedule import PrefixReuse
+from narwhal_trial.workload._schedule import PrefixReuse
 
 Ids = np.ndarray[Any, np.dtype[np.int64]]
 _BLOCK_STREAM = 1

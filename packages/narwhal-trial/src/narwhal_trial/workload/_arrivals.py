@@ -31,7 +31,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._workload_schedule import due_offsets_ns
+from narwhal_trial.workload._schedule import due_offsets_ns
 
 ArrivalKind = Literal["constant", "poisson", "gamma"]
 LengthKind = Literal["fixed", "uniform", "normal", "lognormal"]

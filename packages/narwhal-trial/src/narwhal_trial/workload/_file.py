@@ -13,11 +13,11 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from narwhal_engine_client import TokenCounting, completion_body
 from narwhal_store import ClosedModel
-from narwhal_trial._blocks import BlockSampler
 from narwhal_trial._errors import WorkloadError
 from narwhal_trial._files import read_regular
-from narwhal_trial._workload_schedule import Schedule
 from narwhal_trial.documents._request_fields import OMITTABLE, RequestFields, counting_without
+from narwhal_trial.workload._blocks import BlockSampler
+from narwhal_trial.workload._schedule import Schedule
 
 WORKLOAD_FORMAT: Final = "narwhal.trial.workload"
 SAMPLER: Final = "pool-uniform-v1"
