@@ -8,9 +8,9 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from narwhal_trial._model import TrialTarget
-from narwhal_trial._predict import PredictRequest
-from narwhal_trial._vtime import TrialShape
+from narwhal_trial.predictor._model import TrialTarget
+from narwhal_trial.predictor._predict import PredictRequest
+from narwhal_trial.predictor._vtime import TrialShape
 
 from ._store_kit import write_profiles
 

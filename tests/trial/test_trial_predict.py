@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from narwhal_trial._model import OutsideDomainError, TrialTarget
-from narwhal_trial._predict import PredictRequest, predict
-from narwhal_trial._vtime import TrialShape
 from narwhal_trial.documents._prediction import Prediction
+from narwhal_trial.predictor._model import OutsideDomainError, TrialTarget
+from narwhal_trial.predictor._predict import PredictRequest, predict
+from narwhal_trial.predictor._vtime import TrialShape
 
 from ._store_kit import write_profiles
 from .conftest import Cli

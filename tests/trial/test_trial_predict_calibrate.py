@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from narwhal_store import read_store
-from narwhal_trial._calibrate import scale_engines
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._model import TrialTarget, fleet_model
-from narwhal_trial._predict import PredictRequest, predict
-from narwhal_trial._vtime import TrialShape, simulate
+from narwhal_trial.predictor._calibrate import scale_engines
+from narwhal_trial.predictor._model import TrialTarget, fleet_model
+from narwhal_trial.predictor._predict import PredictRequest, predict
+from narwhal_trial.predictor._vtime import TrialShape, simulate
 
 from ._run_kit import write_run
 from ._store_kit import write_profiles

@@ -19,12 +19,12 @@ import pytest
 
 from narwhal_sim._presets import Preset
 from narwhal_sim._virtual import TokenStamps, VirtualGpu, run_on_virtual_clock
-from narwhal_trial._capacity import certain_miss, throughput_bound
-from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget
-from narwhal_trial._predict import predict
-from narwhal_trial._sustainable import sustainable_rate
-from narwhal_trial._vtime import EngineModel, TrialShape
 from narwhal_trial.documents._prediction import render_text
+from narwhal_trial.predictor._capacity import certain_miss, throughput_bound
+from narwhal_trial.predictor._model import FleetModel, OutsideDomainError, TrialTarget
+from narwhal_trial.predictor._predict import predict
+from narwhal_trial.predictor._sustainable import sustainable_rate
+from narwhal_trial.predictor._vtime import EngineModel, TrialShape
 
 from ._capacity_kit import demo_like, request
 from .conftest import Cli

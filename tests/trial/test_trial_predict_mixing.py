@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from narwhal_store import LimitsFile, read_store
-from narwhal_trial._model import TrialTarget
-from narwhal_trial._predict import PredictRequest, predict
-from narwhal_trial._scheduling import ASSUMED_MIXING, scheduling
-from narwhal_trial._vtime import EngineModel, TrialShape, simulate
+from narwhal_trial.predictor._engine_settings import ASSUMED_MIXING, scheduling
+from narwhal_trial.predictor._model import TrialTarget
+from narwhal_trial.predictor._predict import PredictRequest, predict
+from narwhal_trial.predictor._vtime import EngineModel, TrialShape, simulate
 
 from ._store_kit import write_profiles
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from narwhal_trial._model import OutsideDomainError, TrialTarget
-from narwhal_trial._predict import PredictRequest, predict
-from narwhal_trial._predict_schedule import WorkloadFacts
 from narwhal_trial._predict_workload import workload_shape
-from narwhal_trial._vtime import TrialShape
 from narwhal_trial.documents._prediction import Prediction, RatePrediction
+from narwhal_trial.predictor._model import OutsideDomainError, TrialTarget
+from narwhal_trial.predictor._predict import PredictRequest, predict
+from narwhal_trial.predictor._vtime import TrialShape
+from narwhal_trial.predictor._workload import WorkloadFacts
 from narwhal_trial.workload._file import (
     BLOCK_SAMPLER,
     Sampling,

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from narwhal_store import read_store
-from narwhal_trial._model import FleetModel, TrialTarget
-from narwhal_trial._predict import PredictRequest, predict
-from narwhal_trial._predict_beyond import beyond_domain
-from narwhal_trial._spread import EngineReplica, engine_spread
-from narwhal_trial._vtime import SimulatedOutcome, TrialShape, _enqueue, _Seq
+from narwhal_trial.predictor._beyond import beyond_domain
+from narwhal_trial.predictor._model import FleetModel, TrialTarget
+from narwhal_trial.predictor._predict import PredictRequest, predict
+from narwhal_trial.predictor._spread import EngineReplica, engine_spread
+from narwhal_trial.predictor._vtime import SimulatedOutcome, TrialShape, _enqueue, _Seq
 
 from ._store_kit import decode_sample, prefill_sample, write_profiles
 from .conftest import Cli

@@ -20,7 +20,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "packages" / "narwhal-trial" / "src"
 PACKAGE = "narwhal_trial"
-OFFLINE = ("narwhal_trial._predict", "narwhal_trial._profile_domain", "narwhal_trial._vtime")
+OFFLINE = (
+    "narwhal_trial.predictor._predict",
+    "narwhal_trial.predictor._profile_domain",
+    "narwhal_trial.predictor._vtime",
+)
 """``predict`` and what it shares with ``check``; the rest of the predictor is reached from them."""
 LIVE = ("narwhal_engine_client", "httpx")
 

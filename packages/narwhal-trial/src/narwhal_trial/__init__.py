@@ -24,14 +24,9 @@ from narwhal_trial._errors import (
     TrialUsageError,
     WorkloadError,
 )
-from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget
-from narwhal_trial._predict import DEFAULT_REPLICATIONS, PredictRequest, load_model, predict
-from narwhal_trial._profile_domain import CheckItem
-from narwhal_trial._rates import find_max_rate, predict_rate
 from narwhal_trial._reconcile import Reconciliation, read_journal, reconcile
 from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
 from narwhal_trial._stats import required_good, wilson_interval
-from narwhal_trial._vtime import EngineModel, TrialShape, simulate
 from narwhal_trial.documents._prediction import Prediction
 from narwhal_trial.documents._records import (
     STATUSES,
@@ -65,6 +60,16 @@ from narwhal_trial.documents._server import (
     SpanView,
     TtftGap,
 )
+from narwhal_trial.predictor._model import FleetModel, OutsideDomainError, TrialTarget
+from narwhal_trial.predictor._predict import (
+    DEFAULT_REPLICATIONS,
+    PredictRequest,
+    load_model,
+    predict,
+)
+from narwhal_trial.predictor._profile_domain import CheckItem
+from narwhal_trial.predictor._rates import find_max_rate, predict_rate
+from narwhal_trial.predictor._vtime import EngineModel, TrialShape, simulate
 from narwhal_trial.run._drain import DEFAULT_GAUGES, DRAIN_PRESETS, wait_drained
 from narwhal_trial.run._pacing import ScheduleLimits, miss_reason, pace, wait_until
 from narwhal_trial.run._settings import RunSettings

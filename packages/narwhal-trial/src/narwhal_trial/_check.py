@@ -34,13 +34,13 @@ from narwhal_engine_client import EngineClient, EngineClientError, MetricsSnapsh
 from narwhal_store import LoadedFleet, Profile, StoreError, load_fleet, read_store
 from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._errors import TrialError, TrialUsageError
-from narwhal_trial._profile_domain import CheckItem, accepted_profile, domain_items
 from narwhal_trial.documents._frontend import (
     describe,
     frontend_scheduler,
     is_dynamo_page,
     profile_differences,
 )
+from narwhal_trial.predictor._profile_domain import CheckItem, accepted_profile, domain_items
 from narwhal_trial.server._launch import LaunchRecord, prefix_caching_off, read_launch_records
 from narwhal_trial.workload._file import Workload, load_workload
 from narwhal_trial.workload._prepare import live_max_model_len

@@ -33,11 +33,11 @@ from narwhal_trial._edge_text import closing, opening, trial_line, unit
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
 from narwhal_trial._limits import MAX_RATE
-from narwhal_trial._model import TrialTarget
-from narwhal_trial._predict import PredictRequest, predict
 from narwhal_trial._provenance import dist_version
-from narwhal_trial._vtime import TrialShape
 from narwhal_trial.documents._records import Summary
+from narwhal_trial.predictor._model import TrialTarget
+from narwhal_trial.predictor._predict import PredictRequest, predict
+from narwhal_trial.predictor._vtime import TrialShape
 from narwhal_trial.run._settings import RunSettings
 from narwhal_trial.run._trial import run_trial
 from narwhal_trial.server._launch import read_launch_records, refuse_caching_on

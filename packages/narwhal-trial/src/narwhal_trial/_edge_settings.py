@@ -11,7 +11,7 @@ from typing import Literal
 
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._limits import MAX_RATE, MAX_SCHEDULE_S
-from narwhal_trial._predict import DEFAULT_REPLICATIONS
+from narwhal_trial.predictor._predict import DEFAULT_REPLICATIONS
 from narwhal_trial.run._settings import RunSettings
 from narwhal_trial.workload._schedule import MAX_SPEEDUP
 

@@ -2,7 +2,7 @@
 
 The file is read and validated as ``run`` reads it (``workload._file.load_workload``: WorkloadError
 names the file), which imports the engine client, so the predictor itself (``_predict``) never
-imports this module: it gets the shape and the facts (``_predict_schedule.WorkloadFacts``).
+imports this module: it gets the shape and the facts (``predictor._workload.WorkloadFacts``).
 
 - A scheduled workload (``prepare --trace`` or ``--arrivals``) holds its requests, their due times
   and their lengths: ``--input-tokens``, ``--output-tokens``, ``--requests`` and ``--rate`` are
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._limits import DEFAULT_MAX_IN_FLIGHT
-from narwhal_trial._predict_schedule import WorkloadFacts
-from narwhal_trial._vtime import TrialShape
+from narwhal_trial.predictor._vtime import TrialShape
+from narwhal_trial.predictor._workload import WorkloadFacts
 from narwhal_trial.workload._file import load_workload
 from narwhal_trial.workload._schedule import speedup_refusal
 

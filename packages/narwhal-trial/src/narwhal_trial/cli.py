@@ -30,8 +30,6 @@ from narwhal_trial._edge_cli import edge
 from narwhal_trial._errors import TrialError
 from narwhal_trial._invocation import Invocation
 from narwhal_trial._limits import DEFAULT_MAX_IN_FLIGHT, MAX_RATE, MAX_REQUESTS
-from narwhal_trial._model import TrialTarget
-from narwhal_trial._predict import DEFAULT_REPLICATIONS, MAX_REPLICATIONS, PredictRequest
 from narwhal_trial._predict_workload import predict_shape
 from narwhal_trial._run_options import (
     DRAIN_TIMEOUT_DEFAULT_S,
@@ -77,7 +75,9 @@ from narwhal_trial._schedule_options import (
     TraceOpt,
 )
 from narwhal_trial._stats import parse_fraction, parse_seconds
-from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
+from narwhal_trial.predictor._model import TrialTarget
+from narwhal_trial.predictor._predict import DEFAULT_REPLICATIONS, MAX_REPLICATIONS, PredictRequest
+from narwhal_trial.predictor._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 from narwhal_trial.run._event_loop import DEFAULT_LOOP
 from narwhal_trial.run._replay import run_timing
 from narwhal_trial.run._trial import run_trial

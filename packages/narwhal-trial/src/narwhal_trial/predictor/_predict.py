@@ -7,7 +7,7 @@ spread (``_rates``). No engine's decode batch may grow beyond the profiled decod
 
 A scheduled workload (``shape.scheduled``: its own due times and lengths) is predicted at
 ``speedup`` (default 1, its own pace) instead of a rate, and ``find_max_rate`` searches the
-highest speedup predicted to pass (``_predict_schedule``).
+highest speedup predicted to pass (``_workload``).
 """
 
 from __future__ import annotations
@@ -17,24 +17,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from narwhal_store import StoreError, load_fleet, load_limits, read_store
-from narwhal_trial._calibrate import calibrate
-from narwhal_trial._capacity import throughput_bound
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget, fleet_model
-from narwhal_trial._predict_schedule import (
+from narwhal_trial._provenance import dist_version
+from narwhal_trial.documents._frontend import FrontendScheduler, profile_differences
+from narwhal_trial.documents._prediction import Prediction
+from narwhal_trial.documents._prediction_inputs import CalibrationDoc, Inputs
+from narwhal_trial.predictor._calibrate import calibrate
+from narwhal_trial.predictor._capacity import throughput_bound
+from narwhal_trial.predictor._model import FleetModel, OutsideDomainError, TrialTarget, fleet_model
+from narwhal_trial.predictor._profile_domain import accepted_profile
+from narwhal_trial.predictor._rates import find_max_rate, predict_rate
+from narwhal_trial.predictor._sustainable import sustainable_rate
+from narwhal_trial.predictor._vtime import TrialShape
+from narwhal_trial.predictor._workload import (
     WorkloadFacts,
     check_schedule_domain,
     spread_shape,
     workload_doc,
 )
-from narwhal_trial._profile_domain import accepted_profile
-from narwhal_trial._provenance import dist_version
-from narwhal_trial._rates import find_max_rate, predict_rate
-from narwhal_trial._sustainable import sustainable_rate
-from narwhal_trial._vtime import TrialShape
-from narwhal_trial.documents._frontend import FrontendScheduler, profile_differences
-from narwhal_trial.documents._prediction import Prediction
-from narwhal_trial.documents._prediction_inputs import CalibrationDoc, Inputs
 from narwhal_trial.workload._schedule import check_speedup, speedup_refusal
 
 #: ``--replications`` when not given: the pass probability to 1 %.

@@ -42,8 +42,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from narwhal_trial._spread import EngineReplica, Replica
-from narwhal_trial._trial_shape import TrialShape as TrialShape  # also imported from here
+from narwhal_trial.predictor._spread import EngineReplica, Replica
+from narwhal_trial.predictor._trial_shape import TrialShape as TrialShape  # also imported from here
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's per-step token budget when none is given
 

@@ -23,12 +23,12 @@ from narwhal_store import (
     Profile,
 )
 from narwhal_trial._errors import TrialUsageError
-from narwhal_trial._profile_domain import accepted_profile, domain_items, lengths_hint
-from narwhal_trial._scheduling import scheduling
-from narwhal_trial._spread import EngineSpread, FleetSpread, Replica, engine_spread
-from narwhal_trial._vtime import EngineModel, TrialShape
 from narwhal_trial.documents._frontend import FrontendScheduler
 from narwhal_trial.documents._prediction import EngineSettings
+from narwhal_trial.predictor._engine_settings import scheduling
+from narwhal_trial.predictor._profile_domain import accepted_profile, domain_items, lengths_hint
+from narwhal_trial.predictor._spread import EngineSpread, FleetSpread, Replica, engine_spread
+from narwhal_trial.predictor._vtime import EngineModel, TrialShape
 
 
 class OutsideDomainError(TrialUsageError):

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from narwhal_trial._errors import ReadError, TrialUsageError
-from narwhal_trial._model import FleetModel, scale_fits
-from narwhal_trial._vtime import EngineModel, TrialShape, simulate
 from narwhal_trial.documents._runfolder import TrialRun, read_run
+from narwhal_trial.predictor._model import FleetModel, scale_fits
+from narwhal_trial.predictor._vtime import EngineModel, TrialShape, simulate
 
 #: Completed requests a run needs before its medians mean anything.
 MIN_COMPLETED = 10

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from narwhal_store import LimitsFile, Profile
-from narwhal_trial._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 from narwhal_trial.documents._frontend import FrontendScheduler
 from narwhal_trial.documents._prediction import EngineSettings
+from narwhal_trial.predictor._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 
 ASSUMED_MIXING = (
     "assumed: the profile has no mixing points (narwhal-profile --mixing measures them), so "

@@ -10,17 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from narwhal_trial._capacity import ThroughputBound, throughput_bound
-from narwhal_trial._model import FleetModel, TrialTarget
-from narwhal_trial._predict_beyond import beyond_domain, bounded, pace_text, possible_goods
-from narwhal_trial._predict_buckets import (
-    good_flags,
-    good_requests,
-    nearest_rank,
-    predicted_buckets,
-)
 from narwhal_trial._stats import distribution, required_good
-from narwhal_trial._vtime import SimulatedOutcome, TrialShape, simulate
 from narwhal_trial.documents._prediction import (
     AttainmentInterval,
     EdgeBand,
@@ -29,6 +19,16 @@ from narwhal_trial.documents._prediction import (
     RateSearch,
 )
 from narwhal_trial.documents._records import Distribution
+from narwhal_trial.predictor._beyond import beyond_domain, bounded, pace_text, possible_goods
+from narwhal_trial.predictor._buckets import (
+    good_flags,
+    good_requests,
+    nearest_rank,
+    predicted_buckets,
+)
+from narwhal_trial.predictor._capacity import ThroughputBound, throughput_bound
+from narwhal_trial.predictor._model import FleetModel, TrialTarget
+from narwhal_trial.predictor._vtime import SimulatedOutcome, TrialShape, simulate
 from narwhal_trial.workload._schedule import MAX_SPEEDUP
 
 _SEARCH_PRECISION = 0.01  # stop bisecting when the bracket is within 1 %

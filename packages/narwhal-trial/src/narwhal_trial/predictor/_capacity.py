@@ -13,7 +13,7 @@
   request (from 0) completes no earlier than ``(k + 1) / bound`` after the first offer; a good
   request completes by its arrival plus the TTFT bound plus ``output - 1`` TPOT bounds. Each
   request for which that cannot hold misses, if no batch beyond the profile serves faster
-  (``CertainMiss``). ``_predict_beyond`` claims the trial's miss (``MISS (bound)``) only when the
+  (``CertainMiss``). ``_beyond`` claims the trial's miss (``MISS (bound)``) only when the
   fits extended beyond the profile leave too few good requests as well.
 """
 
@@ -22,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from narwhal_trial._model import FleetModel, TrialTarget
 from narwhal_trial._stats import required_good
-from narwhal_trial._vtime import EngineModel, TrialShape, simulate
+from narwhal_trial.predictor._model import FleetModel, TrialTarget
+from narwhal_trial.predictor._vtime import EngineModel, TrialShape, simulate
 
 #: Requests of the long trial whose edge is the sustainable rate.
 LONG_REQUESTS = 2000

@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from narwhal_trial._capacity import (
+from narwhal_trial.documents._prediction_capacity import SustainableRate
+from narwhal_trial.predictor._capacity import (
     LONG_REQUESTS,
     TOO_SHORT,
     ThroughputBound,
@@ -22,10 +23,9 @@ from narwhal_trial._capacity import (
     lengthened,
     requests_to_test,
 )
-from narwhal_trial._model import FleetModel, TrialTarget
-from narwhal_trial._rates import find_max_rate
-from narwhal_trial._vtime import TrialShape
-from narwhal_trial.documents._prediction_capacity import SustainableRate
+from narwhal_trial.predictor._model import FleetModel, TrialTarget
+from narwhal_trial.predictor._rates import find_max_rate
+from narwhal_trial.predictor._vtime import TrialShape
 
 
 def sustainable_rate(

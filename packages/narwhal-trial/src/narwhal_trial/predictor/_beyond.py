@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from narwhal_trial._capacity import CertainMiss, ThroughputBound, certain_miss
-from narwhal_trial._model import FleetModel, OutsideDomainError, TrialTarget
-from narwhal_trial._predict_buckets import good_requests, predicted_buckets
-from narwhal_trial._vtime import SimulatedOutcome, TrialShape, simulate
 from narwhal_trial.documents._prediction import AttainmentInterval, RatePrediction
 from narwhal_trial.documents._prediction_capacity import BoundMiss
+from narwhal_trial.predictor._buckets import good_requests, predicted_buckets
+from narwhal_trial.predictor._capacity import CertainMiss, ThroughputBound, certain_miss
+from narwhal_trial.predictor._model import FleetModel, OutsideDomainError, TrialTarget
+from narwhal_trial.predictor._vtime import SimulatedOutcome, TrialShape, simulate
 
 #: The share of replications that may need a decode batch beyond the profiled concurrency before
 #: the rate leaves the profiled domain (their 5-95 % range would rest on extrapolation beyond it).

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from narwhal_trial._model import TrialTarget
-from narwhal_trial._vtime import SimulatedOutcome
 from narwhal_trial.documents._prediction_schedule import PredictedBucket
+from narwhal_trial.predictor._model import TrialTarget
+from narwhal_trial.predictor._vtime import SimulatedOutcome
 from narwhal_trial.run._schedule_view import bucket_index, edges_for
 
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from narwhal_store import LoadedFleet, LoadedStore
-from narwhal_trial._model import OutsideDomainError
-from narwhal_trial._profile_domain import accepted_profile, domain_items, lengths_hint
-from narwhal_trial._vtime import TrialShape
 from narwhal_trial.documents._prediction_schedule import PredictedWorkload
+from narwhal_trial.predictor._model import OutsideDomainError
+from narwhal_trial.predictor._profile_domain import accepted_profile, domain_items, lengths_hint
+from narwhal_trial.predictor._vtime import TrialShape
 
 
 @dataclass(frozen=True, slots=True)
