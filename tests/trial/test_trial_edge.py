@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from narwhal_trial._edge import (
+from narwhal_trial.documents._records import Summary
+from narwhal_trial.edge._search import (
     Bracket,
     SearchPlan,
     TrialOutcome,
@@ -23,7 +24,6 @@ from narwhal_trial._edge import (
     round_rate,
     search,
 )
-from narwhal_trial.documents._records import Summary
 from narwhal_trial.run._summary import RunFacts, summarize
 
 

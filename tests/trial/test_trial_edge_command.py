@@ -15,11 +15,11 @@ import orjson
 import pytest
 
 from narwhal_trial import TrialError
-from narwhal_trial._edge import round_rate
-from narwhal_trial._edge_command import edge_command, predicted_band
-from narwhal_trial._edge_doc import EdgeSearch
-from narwhal_trial._edge_settings import EdgeSettings, predict_options
 from narwhal_trial.documents._records import Summary
+from narwhal_trial.edge._command import edge_command, predicted_band
+from narwhal_trial.edge._document import EdgeSearch
+from narwhal_trial.edge._search import round_rate
+from narwhal_trial.edge._settings import EdgeSettings, predict_options
 from narwhal_trial.run._settings import RunSettings
 from narwhal_trial.run._summary import RunFacts, summarize
 from narwhal_trial.workload._file import (

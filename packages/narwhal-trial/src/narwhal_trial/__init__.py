@@ -14,7 +14,6 @@ records. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
 
 from narwhal_trial._access import DEFAULT_API_KEY_ENV, ApiKeyEnv
 from narwhal_trial._check import run_checks
-from narwhal_trial._edge_doc import EdgeRun, EdgeSearch, is_edge_folder, read_edge
 from narwhal_trial._errors import (
     DrainError,
     OutputPathError,
@@ -60,6 +59,7 @@ from narwhal_trial.documents._server import (
     SpanView,
     TtftGap,
 )
+from narwhal_trial.edge._document import EdgeRun, EdgeSearch, is_edge_folder, read_edge
 from narwhal_trial.predictor._model import FleetModel, OutsideDomainError, TrialTarget
 from narwhal_trial.predictor._predict import (
     DEFAULT_REPLICATIONS,

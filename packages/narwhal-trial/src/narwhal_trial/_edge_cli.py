@@ -1,5 +1,5 @@
 """The ``edge`` subcommand's options: ``run``'s (``_run_options``), the search's and the
-predictor's (a thin shell over ``_edge_command.edge_command``; ``cli`` registers it)."""
+predictor's (a thin shell over ``edge._command.edge_command``; ``cli`` registers it)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from narwhal_trial._edge_command import edge_command
-from narwhal_trial._edge_settings import EdgeSettings, predict_options
 from narwhal_trial._invocation import Invocation
 from narwhal_trial._run_options import (
     DRAIN_TIMEOUT_DEFAULT_S,
@@ -37,6 +35,8 @@ from narwhal_trial._run_options import (
     WorkloadOpt,
     run_settings,
 )
+from narwhal_trial.edge._command import edge_command
+from narwhal_trial.edge._settings import EdgeSettings, predict_options
 from narwhal_trial.run._event_loop import DEFAULT_LOOP
 from narwhal_trial.run._replay import run_timing
 

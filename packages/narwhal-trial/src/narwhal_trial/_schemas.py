@@ -7,10 +7,10 @@ narwhal_trial.schemas --write packages/narwhal-trial/schemas``.
 from __future__ import annotations
 
 from narwhal_store import SchemaSet
-from narwhal_trial._edge_doc import EdgeSearch
 from narwhal_trial.documents._prediction import Prediction
 from narwhal_trial.documents._records import Manifest, RequestRecord, Summary
 from narwhal_trial.documents._server import ServerDoc
+from narwhal_trial.edge._document import EdgeSearch
 from narwhal_trial.workload._file import Workload
 
 _TRIAL_SCHEMAS = SchemaSet(

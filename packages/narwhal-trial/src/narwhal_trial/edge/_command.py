@@ -11,7 +11,20 @@ from pathlib import Path
 
 import orjson
 
-from narwhal_trial._edge import (
+from narwhal_trial._errors import TrialError
+from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
+from narwhal_trial._limits import MAX_RATE
+from narwhal_trial._provenance import dist_version
+from narwhal_trial.documents._records import Summary
+from narwhal_trial.edge._document import (
+    EDGE_FILE,
+    EdgeBracket,
+    EdgeInputs,
+    EdgeSearch,
+    EdgeTrial,
+    PredictedBand,
+)
+from narwhal_trial.edge._search import (
     Bracket,
     SearchPlan,
     Stop,
@@ -20,21 +33,8 @@ from narwhal_trial._edge import (
     outcome_of,
     search,
 )
-from narwhal_trial._edge_doc import (
-    EDGE_FILE,
-    EdgeBracket,
-    EdgeInputs,
-    EdgeSearch,
-    EdgeTrial,
-    PredictedBand,
-)
-from narwhal_trial._edge_settings import EdgeSettings, trial_folder
-from narwhal_trial._edge_text import closing, opening, trial_line, unit
-from narwhal_trial._errors import TrialError
-from narwhal_trial._files import atomic_write, check_fresh_dir, make_private_dir
-from narwhal_trial._limits import MAX_RATE
-from narwhal_trial._provenance import dist_version
-from narwhal_trial.documents._records import Summary
+from narwhal_trial.edge._settings import EdgeSettings, trial_folder
+from narwhal_trial.edge._text import closing, opening, trial_line, unit
 from narwhal_trial.predictor._model import TrialTarget
 from narwhal_trial.predictor._predict import PredictRequest, predict
 from narwhal_trial.predictor._vtime import TrialShape

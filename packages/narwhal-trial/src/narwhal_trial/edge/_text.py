@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from narwhal_trial._edge import Bracket, Ending, SearchPlan, TrialOutcome
-from narwhal_trial._edge_doc import PredictedBand
-from narwhal_trial._edge_settings import EdgeSettings
+from narwhal_trial.edge._document import PredictedBand
+from narwhal_trial.edge._search import Bracket, Ending, SearchPlan, TrialOutcome
+from narwhal_trial.edge._settings import EdgeSettings
 
 
 def unit(settings: EdgeSettings) -> str:

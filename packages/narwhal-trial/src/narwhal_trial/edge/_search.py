@@ -1,6 +1,6 @@
 """``edge``'s search: which rate to try next, what a trial's summary says, when to stop.
 
-Pure logic, no I/O: the command (``_edge_command``) runs each trial with ``run_trial`` and feeds
+Pure logic, no I/O: the command (``_command``) runs each trial with ``run_trial`` and feeds
 its verdict back. The bracket is the highest rate that passed and the lowest that missed; every
 rate tried lies strictly inside the bracket so far, so the two never cross (docs/design.md §12).
 """

@@ -10,9 +10,9 @@ from typing import Final, Literal
 from pydantic import Field
 
 from narwhal_store import ClosedModel
-from narwhal_trial._edge import Stop, Verdict
 from narwhal_trial._errors import ReadError
 from narwhal_trial.documents._runfolder import TrialRun, read_document, read_run
+from narwhal_trial.edge._search import Stop, Verdict
 
 EDGE_FORMAT: Final = "narwhal.trial.edge"
 EDGE_FILE = "edge.json"
