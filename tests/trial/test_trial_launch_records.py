@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from narwhal_trial import ReadError, TrialUsageError
-from narwhal_trial._check import launch_record_item, launch_record_items
+from narwhal_trial.checks._check import launch_record_item, launch_record_items
 from narwhal_trial.server._launch import (
     LaunchRecord,
     keep,

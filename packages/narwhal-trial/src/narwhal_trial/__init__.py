@@ -13,7 +13,6 @@ records. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
 """
 
 from narwhal_trial._access import DEFAULT_API_KEY_ENV, ApiKeyEnv
-from narwhal_trial._check import run_checks
 from narwhal_trial._errors import (
     DrainError,
     OutputPathError,
@@ -23,9 +22,10 @@ from narwhal_trial._errors import (
     TrialUsageError,
     WorkloadError,
 )
-from narwhal_trial._reconcile import Reconciliation, read_journal, reconcile
 from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
 from narwhal_trial._stats import required_good, wilson_interval
+from narwhal_trial.checks._check import run_checks
+from narwhal_trial.checks._reconcile import Reconciliation, read_journal, reconcile
 from narwhal_trial.documents._prediction import Prediction
 from narwhal_trial.documents._records import (
     STATUSES,

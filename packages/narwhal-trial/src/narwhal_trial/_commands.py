@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 
 from narwhal_trial._access import ApiKeyEnv, check_base_url
-from narwhal_trial._check import run_checks
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, check_fresh_dir, check_fresh_file, make_private_dir
-from narwhal_trial._reconcile import read_journal, reconcile
+from narwhal_trial.checks._check import run_checks
+from narwhal_trial.checks._reconcile import read_journal, reconcile
 from narwhal_trial.documents._prediction import Prediction, render_text
 from narwhal_trial.documents._prediction_schedule import pace_label
 from narwhal_trial.documents._records import Summary
