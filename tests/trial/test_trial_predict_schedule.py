@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from narwhal_trial._predict_workload import workload_shape
+from narwhal_trial.cli._predict_workload import workload_shape
 from narwhal_trial.documents._prediction import Prediction, RatePrediction
 from narwhal_trial.predictor._model import OutsideDomainError, TrialTarget
 from narwhal_trial.predictor._predict import PredictRequest, predict

@@ -33,7 +33,7 @@ WORKLOAD_FILE = "workload.json"
 
 def fail(prog: str, error: TrialError) -> int:
     """Print the one-line error and return its exit code."""
-    print(f"{prog}: error: {error.message}", file=sys.stderr)  # noqa: T201 - the command layer
+    print(f"{prog}: error: {error.message}", file=sys.stderr)
     return error.exit_code
 
 

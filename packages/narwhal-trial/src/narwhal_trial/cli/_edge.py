@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from narwhal_trial._invocation import Invocation
-from narwhal_trial._run_options import (
+from narwhal_trial.cli._invocation import Invocation
+from narwhal_trial.cli._run_options import (
     DRAIN_TIMEOUT_DEFAULT_S,
     KEEPALIVE_EXPIRY_DEFAULT_S,
     MAX_IN_FLIGHT_DEFAULT,

@@ -5,7 +5,7 @@ Exit codes follow the runbook: 0 pass with a valid schedule; 2 attainment or sch
 anything is created, and an ``--out`` that already holds results, too); 130 interrupted. The other
 commands keep 2 for their own judged outcome alone: ``check`` a failed check, ``reconcile`` a
 record that does not reconcile, ``predict`` a prediction that misses the target. ``edge`` (the
-measured capacity search, ``_edge_cli``) exits 0 when its bracket is within the tolerance, 2 when
+measured capacity search, ``_edge``) exits 0 when its bracket is within the tolerance, 2 when
 the budget ran out first, 1 for a blocking error, 130 interrupted.
 """
 
@@ -19,19 +19,36 @@ from typing import Annotated
 
 import typer
 
-from narwhal_trial._commands import (
+from narwhal_trial._errors import TrialError
+from narwhal_trial._limits import DEFAULT_MAX_IN_FLIGHT, MAX_RATE, MAX_REQUESTS
+from narwhal_trial._stats import parse_fraction, parse_seconds
+from narwhal_trial.cli._commands import (
     check_command,
     describe,
     predict_command,
     prepare_command,
     reconcile_command,
 )
-from narwhal_trial._edge_cli import edge
-from narwhal_trial._errors import TrialError
-from narwhal_trial._invocation import Invocation
-from narwhal_trial._limits import DEFAULT_MAX_IN_FLIGHT, MAX_RATE, MAX_REQUESTS
-from narwhal_trial._predict_workload import predict_shape
-from narwhal_trial._run_options import (
+from narwhal_trial.cli._edge import edge
+from narwhal_trial.cli._invocation import Invocation
+from narwhal_trial.cli._predict_workload import predict_shape
+from narwhal_trial.cli._prepare_options import (
+    ArrivalsOpt,
+    BlockTokensOpt,
+    BurstinessOpt,
+    ClipOpt,
+    DurationOpt,
+    InputLengthsOpt,
+    LimitOpt,
+    OutputLengthsOpt,
+    RateOpt,
+    RequestsOpt,
+    SpeedupOpt,
+    StartOpt,
+    TraceFormatOpt,
+    TraceOpt,
+)
+from narwhal_trial.cli._run_options import (
     DRAIN_TIMEOUT_DEFAULT_S,
     KEEPALIVE_EXPIRY_DEFAULT_S,
     MAX_IN_FLIGHT_DEFAULT,
@@ -58,23 +75,6 @@ from narwhal_trial._run_options import (
     decimal_option,
     run_settings,
 )
-from narwhal_trial._schedule_options import (
-    ArrivalsOpt,
-    BlockTokensOpt,
-    BurstinessOpt,
-    ClipOpt,
-    DurationOpt,
-    InputLengthsOpt,
-    LimitOpt,
-    OutputLengthsOpt,
-    RateOpt,
-    RequestsOpt,
-    SpeedupOpt,
-    StartOpt,
-    TraceFormatOpt,
-    TraceOpt,
-)
-from narwhal_trial._stats import parse_fraction, parse_seconds
 from narwhal_trial.predictor._model import TrialTarget
 from narwhal_trial.predictor._predict import DEFAULT_REPLICATIONS, MAX_REPLICATIONS, PredictRequest
 from narwhal_trial.predictor._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import typer
 
-from narwhal_trial._commands import fail
 from narwhal_trial._errors import TrialError
+from narwhal_trial.cli._commands import fail
 
 
 @dataclass(frozen=True, slots=True)
