@@ -1,4 +1,4 @@
-"""The open-loop schedule: absolute due times, the pacer, and the schedule-miss decision.
+"""The client's open-loop pacing: absolute due times, the pacer, and the schedule-miss decision.
 
 Offer n is due at ``t0 + n / rate`` on the monotonic clock, whatever happened to earlier offers. The
 pacer sleeps until just before the due time and yields to the event loop for the last ``spin``
