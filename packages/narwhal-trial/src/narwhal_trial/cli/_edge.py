@@ -1,55 +1,29 @@
-"""The ``edge`` subcommand's options: ``run``'s (``_run_options``), the search's and the
-predictor's (a thin shell over ``edge._command.edge_command``; ``cli`` registers it)."""
+"""The ``edge`` subcommand: its options (the trial's and the client's as ``run``'s, the search's
+and the predictor's), declared once as dataclass fields (``_declare``), and a thin shell over
+``edge._command.edge_command``; ``_app`` registers it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from narwhal_trial.cli._invocation import Invocation
-from narwhal_trial.cli._run_options import (
-    DRAIN_TIMEOUT_DEFAULT_S,
-    KEEPALIVE_EXPIRY_DEFAULT_S,
-    MAX_IN_FLIGHT_DEFAULT,
-    MAX_LAG_DEFAULT_S,
-    REQUEST_TIMEOUT_DEFAULT_S,
-    ApiKeyEnvOpt,
-    AttainmentOpt,
-    BaseOpt,
-    ClientOptions,
-    DrainGaugeOpt,
-    DrainPresetOpt,
-    DrainTimeoutOpt,
-    KeepaliveExpiryOpt,
-    LaunchRecordOpt,
-    LoopOpt,
-    MaxInFlightOpt,
-    MaxLagOpt,
-    MaxModelLenOpt,
-    RequestTimeoutOpt,
-    TpotOpt,
-    TransportOpt,
-    TtftOpt,
-    WorkloadOpt,
-    run_settings,
-)
+from narwhal_trial.cli._run_options import ClientOptions, TrialOptions, run_settings
 from narwhal_trial.edge._command import edge_command
-from narwhal_trial.edge._settings import EdgeSettings, predict_options
-from narwhal_trial.run._event_loop import DEFAULT_LOOP
-from narwhal_trial.run._replay import run_timing
+from narwhal_trial.edge._settings import BandSettings, EdgeSettings, predict_options
+from narwhal_trial.run._replay import RunTiming, run_timing
 
 _PREDICT = "With --fleet and --profiles: "
 
 
-def edge(
-    ctx: typer.Context,
-    base: BaseOpt,
-    workload: WorkloadOpt,
-    ttft: TtftOpt,
-    tpot: TpotOpt,
-    attainment: AttainmentOpt,
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EdgeOptions:
+    """The search's own options: where it writes, each trial's size, where it starts, when it
+    stops."""
+
     out: Annotated[
         Path,
         typer.Option(
@@ -57,7 +31,7 @@ def edge(
             help="New private folder: edge.json and one run folder per trial "
             "(trial-01-rate-R/, or trial-01-speedup-X/ for a scheduled workload, ...).",
         ),
-    ],
+    ]
     requests: Annotated[
         int | None,
         typer.Option(
@@ -65,7 +39,7 @@ def edge(
             help="Offers per trial; all count in the denominator. The runbook's workload only: "
             "a scheduled one holds its requests.",
         ),
-    ] = None,
+    ] = None
     start_rate: Annotated[
         float | None,
         typer.Option(
@@ -73,7 +47,7 @@ def edge(
             help="Without --profiles (or when the band holds no passing rate): the first rate "
             "(default 1); doubled after a pass, halved after a miss until both ends exist.",
         ),
-    ] = None,
+    ] = None
     start_speedup: Annotated[
         float | None,
         typer.Option(
@@ -82,20 +56,20 @@ def edge(
             help="A scheduled workload (prepare --trace or --arrivals): the search varies its "
             "--speedup instead of a rate, starting here (default 1).",
         ),
-    ] = None,
+    ] = None
     tolerance: Annotated[
         float,
         typer.Option(
             "--tolerance",
             help="Stop when lowest miss / highest pass - 1 is at most this (0.01 to 1).",
         ),
-    ] = 0.05,
+    ] = 0.05
     max_trials: Annotated[
         int,
         typer.Option(
             "--max-trials", help="The budget: every trial run counts, repeats included (from 2)."
         ),
-    ] = 8,
+    ] = 8
     max_repeats: Annotated[
         int,
         typer.Option(
@@ -103,24 +77,43 @@ def edge(
             help="Repeats of a rate whose trial had an invalid schedule or a blocking error "
             "(never read as a miss); one that stays so ends the search (exit 1).",
         ),
-    ] = 2,
+    ] = 2
+
+    def timing(self, workload: Path) -> RunTiming:
+        """The first trial's timing: its rate (or a scheduled workload's speedup) and size."""
+        return run_timing(
+            workload,
+            rate=self.start_rate,
+            requests=self.requests,
+            speedup=self.start_speedup,
+            rate_flag="--start-rate",
+            speedup_flag="--start-speedup",
+            default_rate=1.0,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EdgePredictOptions:
+    """Where the search starts from the predicted band: the fleet, its profiles and the
+    predictor's settings."""
+
     fleet: Annotated[
         Path | None,
         typer.Option("--fleet", help="narwhal.fleet file: start from the predicted band."),
-    ] = None,
+    ] = None
     profiles: Annotated[
         Path | None, typer.Option("--profiles", help="Accepted profile store (with --fleet).")
-    ] = None,
+    ] = None
     limits: Annotated[
         Path | None, typer.Option("--limits", help=_PREDICT + "narwhal.limits file.")
-    ] = None,
+    ] = None
     kv_transfer: Annotated[
         float | None,
         typer.Option(
             "--kv-transfer-s-per-token",
             help=_PREDICT + "seconds per prompt token to move a split request's KV (default 0).",
         ),
-    ] = None,
+    ] = None
     max_num_batched_tokens: Annotated[
         int | None,
         typer.Option(
@@ -129,7 +122,7 @@ def edge(
             + "every engine's per-step token budget (default: each engine's, from its "
             "profile, else 8192).",
         ),
-    ] = None,
+    ] = None
     replications: Annotated[
         int | None,
         typer.Option(
@@ -138,22 +131,30 @@ def edge(
             + "the band's Monte Carlo replications per rate (default 100; 1: the fits "
             "alone, one rate for all three crossings).",
         ),
-    ] = None,
+    ] = None
     seed: Annotated[
         int | None, typer.Option("--seed", help=_PREDICT + "the band's random seed.")
-    ] = None,
-    max_in_flight: MaxInFlightOpt = MAX_IN_FLIGHT_DEFAULT,
-    max_lag: MaxLagOpt = MAX_LAG_DEFAULT_S,
-    request_timeout: RequestTimeoutOpt = REQUEST_TIMEOUT_DEFAULT_S,
-    drain_timeout: DrainTimeoutOpt = DRAIN_TIMEOUT_DEFAULT_S,
-    keepalive_expiry: KeepaliveExpiryOpt = KEEPALIVE_EXPIRY_DEFAULT_S,
-    drain_preset: DrainPresetOpt = None,
-    drain_gauge: DrainGaugeOpt = None,
-    transport: TransportOpt = "auto",
-    loop: LoopOpt = DEFAULT_LOOP,
-    api_key_env: ApiKeyEnvOpt = None,
-    max_model_len: MaxModelLenOpt = None,
-    launch_record: LaunchRecordOpt = None,
+    ] = None
+
+    def settings(self) -> BandSettings | None:
+        """The predictor's settings (None without ``--fleet`` and ``--profiles``)."""
+        return predict_options(
+            self.fleet,
+            self.profiles,
+            limits=self.limits,
+            kv_transfer_s_per_token=self.kv_transfer,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            replications=self.replications,
+            seed=self.seed,
+        )
+
+
+def edge(
+    ctx: typer.Context,
+    trial: TrialOptions,
+    search: EdgeOptions,
+    predictor: EdgePredictOptions,
+    client: ClientOptions,
 ) -> None:
     """Find the measured edge with few trials: start from predict's band (--fleet, --profiles)
     or double from --start-rate, then bisect on rate, each trial a normal run (drain, warm-up,
@@ -165,57 +166,25 @@ def edge(
     """
     inv: Invocation = ctx.obj
     with inv.errors():
-        timing = run_timing(
-            workload,
-            rate=start_rate,
-            requests=requests,
-            speedup=start_speedup,
-            rate_flag="--start-rate",
-            speedup_flag="--start-speedup",
-            default_rate=1.0,
-        )
+        timing = search.timing(trial.workload)
         run = run_settings(
-            base=base,
-            workload=workload,
+            trial,
+            client,
             rate=timing.rate,
             requests=timing.requests,
-            bounds=(ttft, tpot, attainment),
-            out=out,
-            client=ClientOptions(
-                max_in_flight=max_in_flight,
-                max_lag=max_lag,
-                request_timeout=request_timeout,
-                drain_timeout=drain_timeout,
-                keepalive_expiry=keepalive_expiry,
-                drain_preset=drain_preset,
-                drain_gauge=drain_gauge,
-                transport=transport,
-                api_key_env=api_key_env,
-                max_model_len=max_model_len,
-                launch_record=launch_record,
-                loop=loop,
-            ),
-            command=inv.argv,
-            launcher=inv.launcher,
+            out=search.out,
+            invocation=inv,
         )
         settings = EdgeSettings(
             run=run,
-            out=out,
-            tolerance=tolerance,
-            max_trials=max_trials,
-            max_repeats=max_repeats,
+            out=search.out,
+            tolerance=search.tolerance,
+            max_trials=search.max_trials,
+            max_repeats=search.max_repeats,
             start_rate=timing.rate if timing.speedup is None else timing.speedup,
             schedule_rate=timing.base_rate,
             schedule_span_s=timing.span_s,
-            predict=predict_options(
-                fleet,
-                profiles,
-                limits=limits,
-                kv_transfer_s_per_token=kv_transfer,
-                max_num_batched_tokens=max_num_batched_tokens,
-                replications=replications,
-                seed=seed,
-            ),
+            predict=predictor.settings(),
         )
         code = edge_command(settings, emit=lambda line: typer.echo(line))
     raise typer.Exit(code)

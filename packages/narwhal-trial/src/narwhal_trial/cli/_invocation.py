@@ -1,6 +1,6 @@
 """What the command layer knows of its own invocation: the program name its one-line errors
 start with, the command line the manifest records, and the launcher's path (for the helper
-digest), and the one shell that turns errors into exit codes. ``cli`` builds it once; every
+digest), and the one shell that turns errors into exit codes. ``main`` builds it once; every
 subcommand, ``edge``'s included, reads it from typer's context."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ MIN_RATE = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
-class PredictOptions:
+class BandSettings:
     """``--fleet``, ``--profiles`` and the predictor's settings: start from its band."""
 
     fleet: Path
@@ -45,7 +45,7 @@ class EdgeSettings:
     max_repeats: int = 2
     start_rate: float = 1.0
     """The first rate, or a scheduled workload's first speedup (``--start-speedup``)."""
-    predict: PredictOptions | None = None
+    predict: BandSettings | None = None
     schedule_rate: float | None = None
     """A scheduled workload's mean rate at speedup 1: the search varies the speedup (None: the
     runbook's workload, the rate)."""
@@ -166,7 +166,7 @@ def predict_options(
     max_num_batched_tokens: int | None = None,
     replications: int | None = None,
     seed: int | None = None,
-) -> PredictOptions | None:
+) -> BandSettings | None:
     """The predictor's options, or None without ``--fleet`` and ``--profiles``. The two come
     together, and the others (None: not given) only with them; TrialUsageError otherwise."""
     others = {
@@ -184,7 +184,7 @@ def predict_options(
     if fleet is None or profiles is None:
         have, need = ("--profiles", "--fleet") if fleet is None else ("--fleet", "--profiles")
         raise TrialUsageError(f"{have} needs {need}: the band is predicted from both")
-    return PredictOptions(
+    return BandSettings(
         fleet,
         profiles,
         limits,
