@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict, cast
 
 import orjson
 
@@ -123,9 +123,21 @@ class Reconciliation:
         }
 
 
-def read_journal(path: Path) -> list[dict[str, Any]]:
+class JournalEntry(TypedDict, total=False):
+    """One line of a router journal as ``reconcile`` reads it: only ``request_id`` is required;
+    the rest is compared when the router wrote it (times in the journal's own seconds)."""
+
+    request_id: Required[str]
+    status: str
+    completion_tokens: int
+    http_status: int
+    arrival: float
+    end: float
+
+
+def read_journal(path: Path) -> list[JournalEntry]:
     """Every line of a router journal (objects with a string ``request_id``)."""
-    entries: list[dict[str, Any]] = []
+    entries: list[JournalEntry] = []
     for number, line in enumerate(jsonl_lines(path), start=1):
         try:
             doc = orjson.loads(line)
@@ -133,7 +145,7 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
             raise ReadError(f"{path}:{number}: not JSON: {exc}") from exc
         if not isinstance(doc, dict) or not isinstance(doc.get("request_id"), str):
             raise ReadError(f"{path}:{number}: a journal entry needs a string request_id")
-        entries.append(doc)
+        entries.append(cast(JournalEntry, doc))
     return entries
 
 
@@ -145,7 +157,7 @@ def run_id_of(records: list[RequestRecord]) -> str:
     return ids.pop()
 
 
-def reconcile(records: list[RequestRecord], journal: list[dict[str, Any]]) -> Reconciliation:
+def reconcile(records: list[RequestRecord], journal: list[JournalEntry]) -> Reconciliation:
     """Match client records to journal entries; every disagreement becomes a problem line."""
     if not records:
         raise ReadError("no client records to reconcile")
@@ -153,8 +165,8 @@ def reconcile(records: list[RequestRecord], journal: list[dict[str, Any]]) -> Re
     result = Reconciliation(run_id=run_id, client_records=len(records))
     result.counts = dict(Counter(r.status for r in records))
     prefix = run_id + "-"
-    mine: dict[str, list[dict[str, Any]]] = {}
-    foreign: list[dict[str, Any]] = []
+    mine: dict[str, list[JournalEntry]] = {}
+    foreign: list[JournalEntry] = []
     for entry in journal:
         rid = entry["request_id"]
         if rid == f"{run_id}-warmup":
@@ -191,7 +203,7 @@ def reconcile(records: list[RequestRecord], journal: list[dict[str, Any]]) -> Re
     return result
 
 
-def _judge(record: RequestRecord, found: list[dict[str, Any]]) -> str | None:
+def _judge(record: RequestRecord, found: list[JournalEntry]) -> str | None:
     if record.status == "client_schedule_miss":
         return (
             None if not found else f"a schedule miss (never sent) is in the journal {len(found)}x"
@@ -217,7 +229,7 @@ def _judge(record: RequestRecord, found: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _times(entry: dict[str, Any]) -> tuple[float, float] | None:
+def _times(entry: JournalEntry) -> tuple[float, float] | None:
     """An entry's ``(arrival, end)`` in journal time (end: the arrival when it has none); None
     without a numeric arrival."""
     arrival, end = _time(entry.get("arrival")), _time(entry.get("end"))
@@ -232,7 +244,7 @@ def _time(value: object) -> float | None:
     return None
 
 
-def _span(entries: list[dict[str, Any]]) -> tuple[float, float] | None:
+def _span(entries: list[JournalEntry]) -> tuple[float, float] | None:
     """From the earliest arrival to the latest end of ``entries``; None when none has times."""
     times = [t for t in map(_times, entries) if t is not None]
     if not times:

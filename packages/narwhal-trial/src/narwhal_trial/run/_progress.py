@@ -10,6 +10,8 @@ import contextlib
 from collections.abc import Callable
 from typing import TextIO
 
+from narwhal_trial._clock import Clock
+
 
 class RunProgress:
     """Offered, finished and in-flight counts and the schedule time left, rewritten in place."""
@@ -21,7 +23,7 @@ class RunProgress:
         requests: int,
         rate: float,
         t0_ns: int,
-        clock: Callable[[], int],
+        clock: Clock,
         in_flight: Callable[[], int],
         finished: Callable[[], int],
         interval_s: float = 1.0,

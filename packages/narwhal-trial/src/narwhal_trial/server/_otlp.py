@@ -12,10 +12,24 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from narwhal_trial._errors import TrialError
 
 AttrValue = str | bool | int | float | bytes | list[object] | dict[str, object] | None
+
+
+class SpanLine(TypedDict):
+    """One line of the receiver's ``spans.jsonl``: an ``llm_request`` span, the engine it came
+    from (None when neither the export's path nor its resource names one), its times and its
+    span and resource attributes, made plain for JSON."""
+
+    engine: str | None
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, object]
+    resource: dict[str, object]
 
 
 class OtlpDecodeError(TrialError):

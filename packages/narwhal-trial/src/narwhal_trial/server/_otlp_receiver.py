@@ -29,7 +29,7 @@ from typing import IO, Any
 import orjson
 
 from narwhal_trial._errors import TrialError, TrialUsageError
-from narwhal_trial.server._otlp import AttrValue, OtlpDecodeError, decode_export
+from narwhal_trial.server._otlp import AttrValue, OtlpDecodeError, SpanLine, decode_export
 
 SPAN_NAME = "llm_request"
 SPANS_FILE = "spans.jsonl"
@@ -52,6 +52,10 @@ def _plain(value: AttrValue | object) -> object:
     return value
 
 
+def _plain_map(values: dict[str, AttrValue]) -> dict[str, object]:
+    return {key: _plain(value) for key, value in values.items()}
+
+
 class _Sink:
     """The spans file and the counts, shared by the handler threads."""
 
@@ -70,13 +74,13 @@ class _Sink:
                 other += 1
                 continue
             source = engine or span.resource.get("service.instance.id")
-            doc = {
+            doc: SpanLine = {
                 "engine": source if isinstance(source, str) else None,
                 "name": span.name,
                 "start_ns": span.start_ns,
                 "end_ns": span.end_ns,
-                "attributes": _plain(span.attributes),
-                "resource": _plain(span.resource),
+                "attributes": _plain_map(span.attributes),
+                "resource": _plain_map(span.resource),
             }
             lines.append(orjson.dumps(doc) + b"\n")
         with self.lock:

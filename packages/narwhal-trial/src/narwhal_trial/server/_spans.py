@@ -16,13 +16,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import orjson
 
 from narwhal_trial._stats import distribution
 from narwhal_trial.documents._records import RequestRecord
 from narwhal_trial.documents._server import ServerTiming, SpanView
+from narwhal_trial.server._otlp import SpanLine
 
 TTFT = "gen_ai.latency.time_to_first_token"
 E2E = "gen_ai.latency.e2e"
@@ -37,18 +38,18 @@ LISTED = 20
 class SpanJoin:
     """Spans by the client id they belong to, and those that belong to none."""
 
-    by_id: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    by_id: dict[str, list[SpanLine]] = field(default_factory=dict)
     warmup: int = 0
     foreign: list[str] = field(default_factory=list)
 
 
-def read_spans(path: Path) -> list[dict[str, Any]]:
+def read_spans(path: Path) -> list[SpanLine]:
     """Every complete line of the receiver's spans file (none when it does not exist)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
-    out: list[dict[str, Any]] = []
+    out: list[SpanLine] = []
     for line in data.split(b"\n"):
         if line.strip():
             try:
@@ -56,17 +57,17 @@ def read_spans(path: Path) -> list[dict[str, Any]]:
             except orjson.JSONDecodeError:
                 continue  # a line the receiver is still writing
             if isinstance(doc, dict):
-                out.append(doc)
+                out.append(cast(SpanLine, doc))  # the receiver's own lines
     return out
 
 
-def span_key(span: Mapping[str, Any]) -> str:
+def span_key(span: SpanLine) -> str:
     """The span's request id without vLLM's ``cmpl-`` prefix."""
     attrs = span.get("attributes") or {}
     return str(attrs.get(REQUEST_ID, "")).removeprefix("cmpl-")
 
 
-def join(spans: Sequence[Mapping[str, Any]], ids: Sequence[str], warmup_id: str) -> SpanJoin:
+def join(spans: Sequence[SpanLine], ids: Sequence[str], warmup_id: str) -> SpanJoin:
     """Group ``spans`` by the client ids in ``ids``."""
     out = SpanJoin()
     known = set(ids)
@@ -78,13 +79,13 @@ def join(spans: Sequence[Mapping[str, Any]], ids: Sequence[str], warmup_id: str)
             continue
         head = key[:width]
         if head in known and (len(key) == width or key[width] == "-"):
-            out.by_id.setdefault(head, []).append(dict(span))
+            out.by_id.setdefault(head, []).append(span)
         else:
             out.foreign.append(key)
     return out
 
 
-def serving(span: Mapping[str, Any], roles: Mapping[str, str | None], output_tokens: int) -> bool:
+def serving(span: SpanLine, roles: Mapping[str, str | None], output_tokens: int) -> bool:
     """Is this the span of the engine that streamed the request (not a split request's prefill
     half)? By the fleet's role; for an engine of unknown role, by its output token count."""
     role = roles.get(str(span.get("engine")))
@@ -126,7 +127,7 @@ async def wait_for_spans(
     return time.monotonic() - start
 
 
-def _num(span: Mapping[str, Any], key: str) -> float | None:
+def _num(span: SpanLine, key: str) -> float | None:
     value = (span.get("attributes") or {}).get(key)
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -136,7 +137,7 @@ def _sum(values: Sequence[float | None]) -> float | None:
 
 
 def timing(
-    record: RequestRecord, spans: Sequence[Mapping[str, Any]], roles: Mapping[str, str | None]
+    record: RequestRecord, spans: Sequence[SpanLine], roles: Mapping[str, str | None]
 ) -> ServerTiming | None:
     """The record's server timings from its spans (None when no TTFT can be composed)."""
     if record.ttft_s is None or not spans:
