@@ -21,7 +21,7 @@ from narwhal_engine_client import EngineClient, EngineClientError, SendDeadlineE
 from narwhal_trial._clock import Clock
 from narwhal_trial._errors import TrialError
 from narwhal_trial._files import atomic_write, document_bytes, make_private_dir
-from narwhal_trial.documents._records import LaunchRecordCopy, MissReason, Summary
+from narwhal_trial.documents._records import LaunchRecordCopy, Manifest, MissReason, Summary
 from narwhal_trial.run._drain import wait_drained
 from narwhal_trial.run._event_loop import LoopFactory, resolve_loop
 from narwhal_trial.run._judge import Bounds, Outcome, judge, status_of
@@ -94,6 +94,14 @@ def run_trial(settings: RunSettings, *, clock: Clock = time.perf_counter_ns) -> 
 
 
 class _Trial:
+    """One run in progress: its settings, ids and bounds, the state of its offers, and what
+    its steps make. ``manifest`` and ``writer`` are made when the run folder is opened and
+    ``warm_body`` when the bodies are encoded, before any step reads them."""
+
+    manifest: Manifest
+    writer: RecordWriter
+    warm_body: bytes
+
     def __init__(
         self,
         settings: RunSettings,
