@@ -69,22 +69,22 @@ def _command(
     """Profiles and trials as one offline HTML page: fits, CDFs, timelines, attainment against
     rate with the prediction, measured edges beside the predicted band. No engine is contacted."""
     del version  # handled by its eager callback
-    try:
-        written = write_report(paths, out, fleet=fleet, kv_transfer_s_per_token=kv_transfer)
-    except ReportError as exc:
-        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
-        raise typer.Exit(exc.exit_code) from None
+    written = write_report(paths, out, fleet=fleet, kv_transfer_s_per_token=kv_transfer)
     print(f"wrote report to {written}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of ``narwhal-report``."""
+    """Entry point of ``narwhal-report``, and its one shell: a ``ReportError`` is its exit code
+    and one line, a usage error typer finds itself is one line and exit 2, Ctrl-C exit 130."""
     args = list(sys.argv[1:] if argv is None else argv)
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command()(_command)
     command = typer.main.get_command(app)
     try:
         code = command.main(args=args or ["--help"], prog_name=PROG, standalone_mode=False)
+    except ReportError as exc:
+        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     except typer.TyperException as exc:
         print(f"{PROG}: error: {' '.join(exc.format_message().split())}", file=sys.stderr)
         sys.exit(2)
