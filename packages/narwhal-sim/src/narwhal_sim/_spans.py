@@ -18,7 +18,6 @@ import time
 from typing import Any
 
 from narwhal_sim._completions import CompletionParams
-from narwhal_sim._config import EngineSettings
 from narwhal_sim._otlp import (
     SPAN_KIND_SERVER,
     AttrValue,
@@ -26,9 +25,10 @@ from narwhal_sim._otlp import (
     encode_export_request,
     parse_http_endpoint,
 )
-from narwhal_sim._scheduler import SimRequest
-from narwhal_sim._timings import RequestTimings
 from narwhal_sim._upstream import UpstreamError, send
+from narwhal_sim.model._config import EngineSettings
+from narwhal_sim.model._scheduler import SimRequest
+from narwhal_sim.model._timings import RequestTimings
 
 SCOPE_NAME = "vllm.llm_engine"  # vLLM's init_tracer("vllm.llm_engine", ...)
 SERVICE_NAME = "vllm.llm_engine"

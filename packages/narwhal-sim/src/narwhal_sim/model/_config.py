@@ -18,8 +18,8 @@ from narwhal_sim._errors import SimConfigError
 from narwhal_sim._faults import Faults
 from narwhal_sim._http import KEEP_ALIVE_S
 from narwhal_sim._otlp import parse_http_endpoint
-from narwhal_sim._presets import Preset, get_preset
-from narwhal_sim._scheduler import SCHEDULER_MODES, SchedulerMode
+from narwhal_sim.model._presets import Preset, get_preset
+from narwhal_sim.model._scheduler import SCHEDULER_MODES, SchedulerMode
 from narwhal_store import (
     EngineEntry,
     FleetConfig,
@@ -114,7 +114,7 @@ class EngineSettings:
     # vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE: a connection idle this long is closed by the server.
     keep_alive_s: float = KEEP_ALIVE_S
     # How prefill and decode share steps: "shared" (chunked prefill, one step for both) or
-    # "turns" (prefill steps and decode steps alternate); see narwhal_sim._scheduler.
+    # "turns" (prefill steps and decode steps alternate); see narwhal_sim.model._scheduler.
     scheduler: SchedulerMode = "shared"
     # vLLM's VLLM_SERVER_DEV_MODE=1: the development routes, of which GET /server_info is served.
     dev_mode: bool = False
