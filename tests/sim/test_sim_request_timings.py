@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from narwhal_sim import decode_step_s, get_preset, idle_ttft_s
-from narwhal_sim._metrics import EngineStats, render_engine_metrics
+from narwhal_sim.engine._metrics import EngineStats, render_engine_metrics
 from narwhal_sim.model._scheduler import SimRequest
 from narwhal_sim.model._timings import RequestTimings, request_timings
 from narwhal_sim.testing import TokenStamps, VirtualGpu, run_on_virtual_clock

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs
 import orjson
 
 from narwhal_sim import _tokenizer as tok
-from narwhal_sim._completions import ApiError, check_model
+from narwhal_sim.engine._completions import ApiError, check_model
 from narwhal_sim.model._config import EngineSettings
 
 
