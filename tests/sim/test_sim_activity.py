@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from narwhal_sim._activity import Activity
+from narwhal_sim.engine._activity import Activity
 
 
 def test_busy_time_is_the_union_of_held_requests_and_gaps_lie_between() -> None:

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from narwhal_sim import SimStartError
-from narwhal_sim._config import load_json, resolve_engines
 from narwhal_sim.cli import app
+from narwhal_sim.model._config import load_json, resolve_engines
 from narwhal_sim.testing import start_sim_fleet
 from narwhal_store import load_fleet
 

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from narwhal_sim import SimConfigError
-from narwhal_sim._config import resolve_engines
+from narwhal_sim.model._config import resolve_engines
 from narwhal_sim.testing import SimFleet, fleet_document, sim_config, start_sim_fleet
 from narwhal_store import FleetConfig
 

@@ -20,8 +20,8 @@ from narwhal_sim import (
     presets,
     tpot_s,
 )
-from narwhal_sim._config import EngineSettings, resolve_engines
-from narwhal_sim._metrics import EngineStats, cache_config_labels, render_engine_metrics
+from narwhal_sim.engine._metrics import EngineStats, cache_config_labels, render_engine_metrics
+from narwhal_sim.model._config import EngineSettings, resolve_engines
 from narwhal_store import FleetConfig
 
 

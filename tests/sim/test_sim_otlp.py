@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from narwhal_sim import Faults, OtlpSpan, SimConfigError, encode_export_request
-from narwhal_sim._config import resolve_engines
-from narwhal_sim._otlp import encode_key_value, encode_span
+from narwhal_sim.engine._otlp import encode_key_value, encode_span
+from narwhal_sim.model._config import resolve_engines
 from narwhal_sim.testing import fleet_document, sim_config
 from narwhal_store import FleetConfig
 

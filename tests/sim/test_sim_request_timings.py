@@ -9,9 +9,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from narwhal_sim import decode_step_s, get_preset, idle_ttft_s
-from narwhal_sim._metrics import EngineStats, render_engine_metrics
-from narwhal_sim._scheduler import SimRequest
-from narwhal_sim._timings import RequestTimings, request_timings
+from narwhal_sim.engine._metrics import EngineStats, render_engine_metrics
+from narwhal_sim.model._scheduler import SimRequest
+from narwhal_sim.model._timings import RequestTimings, request_timings
 from narwhal_sim.testing import TokenStamps, VirtualGpu, run_on_virtual_clock
 
 PRESET = get_preset("h200-llama-3.1-8b").with_overrides(jitter=0.0)

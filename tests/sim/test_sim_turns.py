@@ -19,15 +19,15 @@ from typer.testing import CliRunner
 
 from narwhal_engine_client import EngineClient, completion_body
 from narwhal_sim import SimConfigError, decode_step_s, get_preset, prefill_chunk_s
-from narwhal_sim._config import resolve_engines
-from narwhal_sim._scheduler import (
+from narwhal_sim.cli import app
+from narwhal_sim.model._config import resolve_engines
+from narwhal_sim.model._scheduler import (
     EngineScheduler,
     SchedulerMode,
     SimRequest,
     StepObserver,
     StepPlan,
 )
-from narwhal_sim.cli import app
 from narwhal_sim.testing import (
     TokenStamps,
     VirtualGpu,

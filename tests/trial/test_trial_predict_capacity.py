@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from narwhal_sim._presets import Preset
-from narwhal_sim._virtual import TokenStamps, VirtualGpu, run_on_virtual_clock
+from narwhal_sim.model._presets import Preset
+from narwhal_sim.model._virtual import TokenStamps, VirtualGpu, run_on_virtual_clock
 from narwhal_trial.documents._prediction import render_text
 from narwhal_trial.predictor._capacity import certain_miss, throughput_bound
 from narwhal_trial.predictor._model import FleetModel, OutsideDomainError, TrialTarget

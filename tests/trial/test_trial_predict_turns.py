@@ -18,9 +18,9 @@ from collections.abc import Callable
 import pytest
 
 from narwhal_fit import MixingPoint, StreamTimes, fit_mixing, mixing_loss
-from narwhal_sim._presets import Preset
-from narwhal_sim._scheduler import SchedulerMode
-from narwhal_sim._virtual import TokenStamps, VirtualGpu, run_on_virtual_clock
+from narwhal_sim.model._presets import Preset
+from narwhal_sim.model._scheduler import SchedulerMode
+from narwhal_sim.model._virtual import TokenStamps, VirtualGpu, run_on_virtual_clock
 from narwhal_trial.predictor._vtime import EngineModel, TrialShape, simulate
 
 # a GPU whose fixed step cost (10 ms) is as large as a 512-token prompt's prefill work (10 ms)

@@ -10,8 +10,9 @@ tokenizer. The command is ``narwhal-sim`` (``python -m narwhal_sim``).
 from narwhal_sim._errors import SimConfigError, SimError, SimStartError
 from narwhal_sim._faults import Faults, HttpErrorFault
 from narwhal_sim._model_folder import MODEL_FILES, write_model_folder
-from narwhal_sim._otlp import OtlpSpan, encode_export_request
-from narwhal_sim._presets import (
+from narwhal_sim._tokenizer import BOS_ID, EOS_ID, VOCAB_SIZE, decode, encode
+from narwhal_sim.engine._otlp import OtlpSpan, encode_export_request
+from narwhal_sim.model._presets import (
     DEFAULT_PRESET,
     Preset,
     decode_step_s,
@@ -21,7 +22,6 @@ from narwhal_sim._presets import (
     presets,
     tpot_s,
 )
-from narwhal_sim._tokenizer import BOS_ID, EOS_ID, VOCAB_SIZE, decode, encode
 
 __all__ = [
     "BOS_ID",

@@ -14,12 +14,12 @@ from typing import Any
 import orjson
 
 from narwhal_sim._auth import env_key
-from narwhal_sim._config import EngineSettings, base_url
-from narwhal_sim._dynamo_router import DynamoRouter
-from narwhal_sim._engine import SimEngine
 from narwhal_sim._errors import SimStartError
-from narwhal_sim._router import Backend, Router
-from narwhal_sim._scheduler import Device
+from narwhal_sim.engine._engine import SimEngine
+from narwhal_sim.model._config import EngineSettings, base_url
+from narwhal_sim.model._scheduler import Device
+from narwhal_sim.router._router import Backend, Router
+from narwhal_sim.router.dynamo._router import DynamoRouter
 
 
 @dataclass(slots=True)

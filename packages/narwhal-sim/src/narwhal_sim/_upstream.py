@@ -1,4 +1,5 @@
-"""A minimal HTTP/1.1 client for the router: one connection per forwarded request."""
+"""A minimal HTTP/1.1 client, one connection per request: the router's forwarding to an engine
+and an engine's span export."""
 
 from __future__ import annotations
 

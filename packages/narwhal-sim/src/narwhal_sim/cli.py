@@ -16,7 +16,10 @@ from typing import Annotated, Literal
 import typer
 
 from narwhal_sim._auth import env_key
-from narwhal_sim._config import (
+from narwhal_sim._errors import SimError
+from narwhal_sim._fleet import RouterSettings, serve
+from narwhal_sim._model_folder import write_model_folder
+from narwhal_sim.model._config import (
     check_file_destination,
     check_journal,
     is_loopback,
@@ -24,12 +27,9 @@ from narwhal_sim._config import (
     resolve_engines,
     split_hostport,
 )
-from narwhal_sim._dynamo_wire import MIMICS
-from narwhal_sim._errors import SimError
-from narwhal_sim._fleet import RouterSettings, serve
-from narwhal_sim._model_folder import write_model_folder
-from narwhal_sim._presets import DEFAULT_PRESET, get_preset, presets
-from narwhal_sim._router import ROUTER_OMITS
+from narwhal_sim.model._presets import DEFAULT_PRESET, get_preset, presets
+from narwhal_sim.router._router import ROUTER_OMITS
+from narwhal_sim.router.dynamo._wire import MIMICS
 from narwhal_store import StoreError, load_fleet
 
 PROG = "narwhal-sim"

@@ -39,7 +39,12 @@ import orjson
 
 from narwhal_sim._errors import SimConfigError, SimStartError
 from narwhal_sim._fleet import write_atomic
-from narwhal_sim._virtual import TokenStamps, VirtualClockLoop, VirtualGpu, run_on_virtual_clock
+from narwhal_sim.model._virtual import (
+    TokenStamps,
+    VirtualClockLoop,
+    VirtualGpu,
+    run_on_virtual_clock,
+)
 
 __all__ = [
     "SimFleet",

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from narwhal_sim import _tokenizer as tok
-from narwhal_sim._config import EngineSettings, version_tuple
+from narwhal_sim.model._config import EngineSettings, version_tuple
 
 
 class ApiError(Exception):

@@ -39,8 +39,8 @@ import orjson
 
 from narwhal_sim._auth import UNAUTHORIZED, authorized
 from narwhal_sim._http import HttpServer, Request, Responder
-from narwhal_sim._metrics import render_gauges
 from narwhal_sim._upstream import UpstreamError, UpstreamResponse, send
+from narwhal_sim.engine._metrics import render_gauges
 
 _FORWARD_HEADERS = ("x-request-id", "content-type", "accept")
 _NOT_FOUND = b'{"detail":"Not Found"}'

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from narwhal_sim._presets import Preset, decode_step_s, prefill_chunk_s
+from narwhal_sim.model._presets import Preset, decode_step_s, prefill_chunk_s
 
 _RESYNC_S = 0.05  # fall this far behind the timeline and the device restarts it from "now"
 # epoll rounds timeouts up to whole milliseconds, so sleeps end ~0.5 ms late on average: aim early

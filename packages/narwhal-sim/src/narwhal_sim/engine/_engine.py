@@ -10,20 +10,20 @@ from typing import Any
 
 import orjson
 
-from narwhal_sim._activity import Activity
 from narwhal_sim._auth import GUARDED, UNAUTHORIZED, authorized, env_key
-from narwhal_sim._bodies import completion_body
-from narwhal_sim._completions import ApiError, CompletionParams, parse_completion
-from narwhal_sim._config import EngineSettings, is_loopback
 from narwhal_sim._errors import SimConfigError
 from narwhal_sim._faults import Faults
 from narwhal_sim._http import HttpServer, Request, Responder
-from narwhal_sim._info import detokenize_reply, model_list, server_info_reply, tokenize_reply
-from narwhal_sim._metrics import EngineStats, cache_config_labels, render_engine_metrics
-from narwhal_sim._scheduler import Device, EngineScheduler, SimRequest, StepObserver
-from narwhal_sim._spans import NO_TRACING_STATE, tracer_for
-from narwhal_sim._stream import StreamWriter
-from narwhal_sim._timings import request_timings
+from narwhal_sim.engine._activity import Activity
+from narwhal_sim.engine._bodies import completion_body
+from narwhal_sim.engine._completions import ApiError, CompletionParams, parse_completion
+from narwhal_sim.engine._info import detokenize_reply, model_list, server_info_reply, tokenize_reply
+from narwhal_sim.engine._metrics import EngineStats, cache_config_labels, render_engine_metrics
+from narwhal_sim.engine._spans import NO_TRACING_STATE, tracer_for
+from narwhal_sim.engine._stream import StreamWriter
+from narwhal_sim.model._config import EngineSettings, is_loopback
+from narwhal_sim.model._scheduler import Device, EngineScheduler, SimRequest, StepObserver
+from narwhal_sim.model._timings import request_timings
 
 _TEXT = b"text/plain; version=0.0.4; charset=utf-8"
 _NOT_FOUND = b'{"detail":"Not Found"}'

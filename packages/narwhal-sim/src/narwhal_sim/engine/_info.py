@@ -12,8 +12,8 @@ from urllib.parse import parse_qs
 import orjson
 
 from narwhal_sim import _tokenizer as tok
-from narwhal_sim._completions import ApiError, check_model
-from narwhal_sim._config import EngineSettings
+from narwhal_sim.engine._completions import ApiError, check_model
+from narwhal_sim.model._config import EngineSettings
 
 
 def model_list(settings: EngineSettings, max_model_len: int | None) -> bytes:
@@ -84,8 +84,8 @@ def detokenize_reply(settings: EngineSettings, body: Any) -> bytes:
     return orjson.dumps({"prompt": tok.decode(ids)})
 
 
-#: The sim's scheduler always chunks prefills (``_scheduler``: decode tokens first, then prefill
-#: chunks up to ``max_num_batched_tokens``), as vLLM does by default.
+#: The sim's scheduler always chunks prefills (``model._scheduler``: decode tokens first, then
+#: prefill chunks up to ``max_num_batched_tokens``), as vLLM does by default.
 CHUNKED_PREFILL = True
 
 

@@ -17,18 +17,17 @@ import os
 import time
 from typing import Any
 
-from narwhal_sim._completions import CompletionParams
-from narwhal_sim._config import EngineSettings
-from narwhal_sim._otlp import (
+from narwhal_sim._upstream import UpstreamError, send
+from narwhal_sim.engine._completions import CompletionParams
+from narwhal_sim.engine._otlp import (
     SPAN_KIND_SERVER,
     AttrValue,
     OtlpSpan,
     encode_export_request,
-    parse_http_endpoint,
 )
-from narwhal_sim._scheduler import SimRequest
-from narwhal_sim._timings import RequestTimings
-from narwhal_sim._upstream import UpstreamError, send
+from narwhal_sim.model._config import EngineSettings, parse_http_endpoint
+from narwhal_sim.model._scheduler import SimRequest
+from narwhal_sim.model._timings import RequestTimings
 
 SCOPE_NAME = "vllm.llm_engine"  # vLLM's init_tracer("vllm.llm_engine", ...)
 SERVICE_NAME = "vllm.llm_engine"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from narwhal_sim._scheduler import SimRequest
+from narwhal_sim.model._scheduler import SimRequest
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from narwhal_sim._timings import RequestTimings
+from narwhal_sim.model._timings import RequestTimings
 
 # vLLM's buckets (vllm/v1/metrics/loggers.py); E2E_BUCKETS are its request-latency buckets
 # fmt: off

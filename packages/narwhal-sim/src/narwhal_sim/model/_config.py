@@ -17,9 +17,8 @@ import orjson
 from narwhal_sim._errors import SimConfigError
 from narwhal_sim._faults import Faults
 from narwhal_sim._http import KEEP_ALIVE_S
-from narwhal_sim._otlp import parse_http_endpoint
-from narwhal_sim._presets import Preset, get_preset
-from narwhal_sim._scheduler import SCHEDULER_MODES, SchedulerMode
+from narwhal_sim.model._presets import Preset, get_preset
+from narwhal_sim.model._scheduler import SCHEDULER_MODES, SchedulerMode
 from narwhal_store import (
     EngineEntry,
     FleetConfig,
@@ -114,7 +113,7 @@ class EngineSettings:
     # vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE: a connection idle this long is closed by the server.
     keep_alive_s: float = KEEP_ALIVE_S
     # How prefill and decode share steps: "shared" (chunked prefill, one step for both) or
-    # "turns" (prefill steps and decode steps alternate); see narwhal_sim._scheduler.
+    # "turns" (prefill steps and decode steps alternate); see narwhal_sim.model._scheduler.
     scheduler: SchedulerMode = "shared"
     # vLLM's VLLM_SERVER_DEV_MODE=1: the development routes, of which GET /server_info is served.
     dev_mode: bool = False
@@ -192,6 +191,23 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def parse_http_endpoint(url: str) -> tuple[str, int, str]:
+    """``http://HOST:PORT/PATH`` as (host, port, path with its query); ValueError when it is not
+    one (another scheme, no host, no port, credentials or a fragment). An empty path is
+    OTLP/HTTP's ``/v1/traces``."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"expected http://HOST:PORT/PATH ({exc})") from exc
+    if parts.scheme != "http" or not parts.hostname or port is None or not 0 < port < 65536:
+        raise ValueError("expected http://HOST:PORT/PATH")
+    if parts.username is not None or parts.password is not None or parts.fragment:
+        raise ValueError("expected http://HOST:PORT/PATH without credentials or a fragment")
+    path = parts.path or "/v1/traces"
+    return parts.hostname, port, f"{path}?{parts.query}" if parts.query else path
 
 
 def _version_style(version: str) -> str:

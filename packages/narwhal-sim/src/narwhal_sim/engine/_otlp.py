@@ -23,7 +23,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 AttrValue = str | bool | int | float | bytes
 Attributes = Sequence[tuple[str, AttrValue]]
@@ -126,20 +125,3 @@ def encode_export_request(
     scope_spans = _len_field(1, scope) + b"".join(_len_field(2, encode_span(s)) for s in spans)
     resource_spans = _len_field(1, resource) + _len_field(2, scope_spans)
     return _len_field(1, resource_spans)
-
-
-def parse_http_endpoint(url: str) -> tuple[str, int, str]:
-    """``http://HOST:PORT/PATH`` as (host, port, path with its query); ValueError when it is not
-    one (another scheme, no host, no port, credentials or a fragment). An empty path is
-    OTLP/HTTP's ``/v1/traces``."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"expected http://HOST:PORT/PATH ({exc})") from exc
-    if parts.scheme != "http" or not parts.hostname or port is None or not 0 < port < 65536:
-        raise ValueError("expected http://HOST:PORT/PATH")
-    if parts.username is not None or parts.password is not None or parts.fragment:
-        raise ValueError("expected http://HOST:PORT/PATH without credentials or a fragment")
-    path = parts.path or "/v1/traces"
-    return parts.hostname, port, f"{path}?{parts.query}" if parts.query else path

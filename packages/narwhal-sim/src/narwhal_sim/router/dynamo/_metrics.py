@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from narwhal_sim._metrics import Histogram
+from narwhal_sim.engine._metrics import Histogram
 
 _P = "dynamo_frontend_"
 # fmt: off

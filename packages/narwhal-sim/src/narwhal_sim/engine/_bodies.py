@@ -7,8 +7,8 @@ from typing import Any
 import orjson
 
 from narwhal_sim import _tokenizer as tok
-from narwhal_sim._completions import CompletionParams
-from narwhal_sim._config import EngineSettings
+from narwhal_sim.engine._completions import CompletionParams
+from narwhal_sim.model._config import EngineSettings
 
 
 def fingerprint(settings: EngineSettings) -> str:

@@ -1,10 +1,10 @@
 """The router standing in for NVIDIA Dynamo 1.6.1's OpenAI frontend (``--router-mimic dynamo``).
 
 The routing policy, the split of decode engines' requests and the journal are the router's own
-(``narwhal_sim._router``); what the client sees is Dynamo's: its request checks and error bodies
-(``_dynamo_wire``), its chunks (``_dynamo_relay``), its routes (``/v1/models`` cards with
+(``narwhal_sim.router._router``); what the client sees is Dynamo's: its request checks and error
+bodies (``_wire``), its chunks (``_relay``), its routes (``/v1/models`` cards with
 ``context_window``; ``/tokenize``, ``/detokenize``, ``/version``, ``/server_info``... answer 404)
-and its ``/metrics`` page (``_dynamo_metrics``).
+and its ``/metrics`` page (``_metrics``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from typing import Any
 import orjson
 
 from narwhal_sim._auth import UNAUTHORIZED, authorized
-from narwhal_sim._dynamo_metrics import UNKNOWN_MODEL, FrontendMetrics, ModelInfo
-from narwhal_sim._dynamo_relay import DynamoRelay
-from narwhal_sim._dynamo_wire import (
+from narwhal_sim._http import Request, Responder
+from narwhal_sim.router._router import Backend, Router
+from narwhal_sim.router.dynamo._metrics import UNKNOWN_MODEL, FrontendMetrics, ModelInfo
+from narwhal_sim.router.dynamo._relay import DynamoRelay
+from narwhal_sim.router.dynamo._wire import (
     NOT_FOUND,
     Refusal,
     check_completion,
@@ -27,8 +29,6 @@ from narwhal_sim._dynamo_wire import (
     model_list,
     route_not_found,
 )
-from narwhal_sim._http import Request, Responder
-from narwhal_sim._router import Backend, Router
 
 _TEXT = b"text/plain; charset=utf-8"
 _LIVE = b'{"status":"live","message":"Service is live"}'

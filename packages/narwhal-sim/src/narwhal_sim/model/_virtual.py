@@ -14,8 +14,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from narwhal_sim._presets import Preset
-from narwhal_sim._scheduler import (
+from narwhal_sim.model._presets import Preset
+from narwhal_sim.model._scheduler import (
     Device,
     EngineScheduler,
     SchedulerMode,

@@ -8,11 +8,11 @@ from collections.abc import Callable
 import orjson
 
 from narwhal_sim import _tokenizer as tok
-from narwhal_sim._bodies import fingerprint, logprobs_obj
-from narwhal_sim._completions import ApiError, CompletionParams
-from narwhal_sim._config import EngineSettings
 from narwhal_sim._http import Responder
-from narwhal_sim._scheduler import SimRequest
+from narwhal_sim.engine._bodies import fingerprint, logprobs_obj
+from narwhal_sim.engine._completions import ApiError, CompletionParams
+from narwhal_sim.model._config import EngineSettings
+from narwhal_sim.model._scheduler import SimRequest
 
 DONE = b"data: [DONE]\n\n"
 

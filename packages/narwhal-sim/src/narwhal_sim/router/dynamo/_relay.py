@@ -16,10 +16,16 @@ from typing import Any
 
 import orjson
 
-from narwhal_sim._dynamo_metrics import FrontendMetrics
-from narwhal_sim._dynamo_wire import CompletionAsk, Head, engine_error_body, split_tokens, usage
 from narwhal_sim._http import Request, Responder
 from narwhal_sim._upstream import UpstreamResponse
+from narwhal_sim.router.dynamo._metrics import FrontendMetrics
+from narwhal_sim.router.dynamo._wire import (
+    CompletionAsk,
+    Head,
+    engine_error_body,
+    split_tokens,
+    usage,
+)
 
 _DONE = b"data: [DONE]\n\n"
 _STREAM_ERROR = (500, b'{"error":{"message":"the engine stream failed"}}')
