@@ -125,7 +125,7 @@ def test_offline_modules_load_nothing_live() -> None:
     """A fresh interpreter importing the predictor's modules has no engine client and no httpx."""
     loaded = _loaded_after_importing(*OFFLINE)
     assert set(OFFLINE) <= set(loaded)
-    assert f"{PACKAGE}._run" not in loaded  # the package root (which imports run) never ran
+    assert f"{PACKAGE}.run._trial" not in loaded  # the package root (which imports run) never ran
     live = _live(loaded)
     assert not live, f"importing {', '.join(OFFLINE)} loaded live modules: {', '.join(live)}"
 
@@ -133,6 +133,7 @@ def test_offline_modules_load_nothing_live() -> None:
 def test_the_probes_see_a_live_module() -> None:
     """Both checks do find one where there is one: ``check`` contacts the engines."""
     assert any(
-        chain.endswith("narwhal_engine_client") for chain in _live_chains(f"{PACKAGE}._check")
+        chain.endswith("narwhal_engine_client")
+        for chain in _live_chains(f"{PACKAGE}.checks._check")
     )
-    assert "narwhal_engine_client" in _live(_loaded_after_importing(f"{PACKAGE}._check"))
+    assert "narwhal_engine_client" in _live(_loaded_after_importing(f"{PACKAGE}.checks._check"))
