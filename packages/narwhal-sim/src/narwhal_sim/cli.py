@@ -6,31 +6,21 @@
 from __future__ import annotations
 
 import asyncio
-import math
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any
 
 import typer
 
-from narwhal_sim._auth import env_key
 from narwhal_sim._errors import SimError
-from narwhal_sim._fleet import RouterSettings, serve
+from narwhal_sim._fleet import serve
 from narwhal_sim._model_folder import write_model_folder
-from narwhal_sim.model._config import (
-    check_file_destination,
-    check_journal,
-    is_loopback,
-    load_json,
-    resolve_engines,
-    split_hostport,
-)
-from narwhal_sim.model._presets import DEFAULT_PRESET, get_preset, presets
-from narwhal_sim.router._router import ROUTER_OMITS
-from narwhal_sim.router.dynamo._wire import MIMICS
-from narwhal_store import StoreError, load_fleet
+from narwhal_sim._up_options import UpOptions, options_signature
+from narwhal_sim.model._presets import DEFAULT_PRESET, presets
 
 PROG = "narwhal-sim"
 DISTRIBUTION = "narwhal-sim"
@@ -65,9 +55,18 @@ def _options(
     """The options before a command (``--version``)."""
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    typer.echo(f"narwhal-sim: error: {message}", err=True)
-    return typer.Exit(code)
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    """The command layer's one shell, which every command enters: a ``SimError`` becomes one
+    ``narwhal-sim: error: ...`` line and its exit code (2 for a value the simulator cannot use, 1
+    when the fleet cannot start), Ctrl-C exit 130."""
+    try:
+        yield
+    except SimError as exc:
+        typer.echo(f"{PROG}: error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
 
 
 _UP_HELP = "\n\n".join(
@@ -84,201 +83,27 @@ _UP_HELP = "\n\n".join(
 
 
 @app.command(no_args_is_help=True, help=_UP_HELP)
-def up(
-    fleet: Annotated[
-        Path,
-        typer.Option(
-            "--fleet",
-            help="narwhal.fleet JSON: one simulated engine per entry (its url "
-            "gives host and port; shared_device.group engines share one GPU).",
-        ),
-    ],
-    sim_config: Annotated[
-        Path | None,
-        typer.Option(
-            "--sim-config",
-            help="narwhal.sim JSON: per-engine API style, "
-            "preset, limits, scheduler (shared or turns), faults (see the package README).",
-        ),
-    ] = None,
-    router: Annotated[
-        str | None,
-        typer.Option(
-            "--router",
-            metavar="HOST:PORT",
-            help="Also start the router here (e.g. 127.0.0.1:18000).",
-        ),
-    ] = None,
-    journal: Annotated[
-        Path | None,
-        typer.Option(
-            "--journal",
-            help="Router journal: one JSON line per request "
-            "(default: router-journal.jsonl beside the fleet file).",
-        ),
-    ] = None,
-    preset: Annotated[
-        str | None,
-        typer.Option(
-            "--preset",
-            help=f"Latency preset of every engine without its own in the --sim-config engines "
-            f"table (default {DEFAULT_PRESET}; `narwhal-sim presets`).",
-        ),
-    ] = None,
-    time_scale: Annotated[
-        float,
-        typer.Option(
-            "--time-scale",
-            help="Run simulated time X times faster (every duration is divided by X).",
-        ),
-    ] = 1.0,
-    seed: Annotated[
-        int, typer.Option("--seed", help="Seed of the timing jitter and fault draws.")
-    ] = 0,
-    ready_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--ready-file",
-            help="Write this JSON file (engine URLs, router URL) once every socket listens.",
-        ),
-    ] = None,
-    allow_non_loopback: Annotated[
-        bool,
-        typer.Option(
-            "--allow-non-loopback", help="Serve fleet URLs that are not loopback addresses."
-        ),
-    ] = False,
-    router_api_key_env: Annotated[
-        str | None,
-        typer.Option(
-            "--router-api-key-env",
-            metavar="NAME",
-            help="The router requires the key held in this environment variable (Authorization: "
-            "Bearer, as vllm serve --api-key); engines with their own api_key_env get theirs.",
-        ),
-    ] = None,
-    router_auth_scope: Annotated[
-        Literal["v1", "all"],
-        typer.Option(
-            "--router-auth-scope",
-            help="Routes the router's key guards: v1 (vLLM's: /v1/*) or all (/metrics, "
-            "/tokenize, /health too, as a gateway that checks every request).",
-        ),
-    ] = "v1",
-    router_omit: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--router-omit",
-            metavar="WHAT",
-            help="Leave out, like a router that is not ours (repeat): tokenize (/tokenize, "
-            "/detokenize answer 404), max-model-len (none in /v1/models), metrics (404).",
-        ),
-    ] = None,
-    router_mimic: Annotated[
-        str | None,
-        typer.Option(
-            "--router-mimic",
-            metavar="FRONTEND",
-            help="Answer as another frontend does: dynamo (NVIDIA Dynamo 1.6.1's OpenAI "
-            "frontend: its 400 for add_special_tokens/return_token_ids, 404 for /tokenize, "
-            "/detokenize, /version, /server_info, context_window cards, its chunks and its "
-            "dynamo_frontend_* /metrics; see the package README).",
-        ),
-    ] = None,
-    router_context_length: Annotated[
-        int | None,
-        typer.Option(
-            "--router-context-length",
-            metavar="N",
-            help="With --router-mimic dynamo: the context length the frontend reports "
-            "(context_window, dynamo_frontend_model_context_length; default 0, as Dynamo's "
-            "mocker engine).",
-        ),
-    ] = None,
-) -> None:
+def up(**given: Any) -> None:
     """Serve every engine of a fleet file (and the router) until Ctrl-C or SIGTERM."""
-    if not math.isfinite(time_scale) or time_scale <= 0:
-        raise _fail(f"--time-scale must be a finite positive number, got {time_scale}")
-    if preset is not None:
-        try:
-            get_preset(preset)
-        except KeyError as exc:
-            raise _fail(exc.args[0]) from None
-    try:
-        loaded = load_fleet(fleet)  # the fleet format exactly as narwhal-profile reads it
-    except StoreError as exc:
-        raise _fail(f"--fleet: {exc}") from None
-    try:
-        sim_doc = load_json(sim_config, "sim config") if sim_config is not None else None
-        settings = resolve_engines(
-            loaded, sim_doc, preset=preset, allow_non_loopback=allow_non_loopback
-        )
-        router_settings = None
-        if router is not None:
-            host, port = split_hostport(router, "--router")
-            if not allow_non_loopback and not is_loopback(host):
-                raise _fail(f"--router {router}: {host} is not loopback (use --allow-non-loopback)")
-            router_settings = RouterSettings(
-                host,
-                port,
-                check_journal(journal or fleet.parent / "router-journal.jsonl"),
-                api_key_env=router_api_key_env,
-                auth_scope=router_auth_scope,
-                omit=frozenset(router_omit or ()),
-                mimic=_mimic(router_mimic, router_omit, router_context_length),
-                context_length=router_context_length or 0,
-            )
-        elif (
-            journal is not None
-            or router_api_key_env is not None
-            or router_omit
-            or router_mimic is not None
-            or router_context_length is not None
-        ):
-            raise _fail(
-                "--journal, --router-api-key-env, --router-omit, --router-mimic and "
-                "--router-context-length need --router"
-            )
-        if ready_file is not None:
-            check_file_destination(ready_file, "--ready-file")
-        unknown = ", ".join(sorted(set(router_omit or ()) - set(ROUTER_OMITS)))
-        if unknown:
-            raise _fail(f"--router-omit: unknown {unknown} (use {', '.join(ROUTER_OMITS)})")
-        if router_api_key_env is not None and env_key(router_api_key_env) is None:
-            raise _fail(f"--router-api-key-env: variable {router_api_key_env} is not set")
-    except SimError as exc:
-        raise _fail(str(exc)) from None
+    options = UpOptions(**given)
     watch = os.environ.get("NARWHAL_SIM_PARENT_PID", "")
-    try:
+    with _errors():
+        plan = options.plan()
         asyncio.run(
             serve(
-                settings,
-                router=router_settings,
-                time_scale=time_scale,
-                seed=seed,
-                ready_file=ready_file,
+                plan.engines,
+                router=plan.router,
+                time_scale=options.time_scale,
+                seed=options.seed,
+                ready_file=options.ready_file,
                 announce=lambda line: print(f"narwhal-sim: {line}", flush=True),
                 parent_pid=int(watch) if watch.isdigit() else None,
             )
         )
-    except SimError as exc:
-        raise _fail(str(exc), 1) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
     print("narwhal-sim: stopped", flush=True)
 
 
-def _mimic(mimic: str | None, omit: list[str] | None, context_length: int | None) -> str | None:
-    """The checked ``--router-mimic`` (with what goes with it)."""
-    if mimic is not None and mimic not in MIMICS:
-        raise _fail(f"--router-mimic: unknown {mimic!r} (use {', '.join(MIMICS)})")
-    if mimic is not None and omit:
-        raise _fail(f"--router-omit cannot be combined with --router-mimic {mimic}")
-    if context_length is not None and mimic is None:
-        raise _fail("--router-context-length needs --router-mimic dynamo")
-    if context_length is not None and context_length < 0:
-        raise _fail(f"--router-context-length must be 0 or more, got {context_length}")
-    return mimic
+up.__signature__ = options_signature(UpOptions)  # type: ignore[attr-defined]
 
 
 @app.command("model-folder", no_args_is_help=True)
@@ -299,10 +124,8 @@ def model_folder(
     """Write a HuggingFace model folder (config.json, tokenizer.json, tokenizer_config.json)
     whose tokenizer is the simulator's: the tokenizers library turns the simulator's completion
     text back into its token ids (for a frontend such as Dynamo's in front of simulated engines)."""
-    try:
+    with _errors():
         written = write_model_folder(out, context_length=context_length)
-    except SimError as exc:
-        raise _fail(str(exc)) from None
     for path in written:
         print(f"narwhal-sim: wrote {path}", flush=True)
 
