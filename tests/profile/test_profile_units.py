@@ -20,7 +20,7 @@ from narwhal_profile_cli._errors import ProfileAbortError
 from narwhal_profile_cli._live import select_engines
 from narwhal_profile_cli._options import RawOptions, validate
 from narwhal_profile_cli._progress import Progress
-from narwhal_profile_cli._result import CommandResult, emit, error_line
+from narwhal_profile_cli.results._result import CommandResult, emit, error_line
 from narwhal_profile_cli.sweeps._decode import _send_skew
 from narwhal_profile_cli.sweeps._evidence import check_unchanged, generation
 from narwhal_profile_cli.sweeps._metrics_watch import MetricsWatch, Observation, observe

@@ -9,7 +9,7 @@ from typing import Any
 
 from narwhal_engine_client import evidence_sha256
 from narwhal_fit import DecodeFit, PrefillFit
-from narwhal_profile_cli._result import DISTRIBUTION
+from narwhal_profile_cli.results._result import DISTRIBUTION
 from narwhal_profile_cli.sweeps._decode import Cohort
 from narwhal_profile_cli.sweeps._evidence import generation
 from narwhal_profile_cli.sweeps._mixing_plan import MixingResult
