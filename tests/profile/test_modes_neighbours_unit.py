@@ -11,7 +11,7 @@ import pytest
 
 from narwhal_engine_client import EngineClient
 from narwhal_profile_cli._errors import ProfileAbortError, ProfileUsageError
-from narwhal_profile_cli._neighbours import (
+from narwhal_profile_cli.sweeps._neighbours import (
     Neighbour,
     NeighbourLoad,
     NeighbourSettings,

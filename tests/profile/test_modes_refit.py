@@ -13,7 +13,7 @@ import pytest
 import narwhal_fit
 from narwhal_fit import PrefillFit
 from narwhal_profile_cli import cli
-from narwhal_profile_cli._refit import refit_from_samples
+from narwhal_profile_cli.results._refit import refit_from_samples
 from narwhal_store import load_fleet, read_store, write_store
 
 from ._command import ProfileRun, run_profile_command

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from narwhal_engine_client import EngineClient, EngineConnectError, StreamRecord
-from narwhal_profile_cli._decode_sweep import run_decode
 from narwhal_profile_cli._errors import ProfileAbortError
-from narwhal_profile_cli._prefill_sweep import run_prefill, warm_up
-from narwhal_profile_cli._preflight import probe_engine
 from narwhal_profile_cli._progress import Progress
-from narwhal_profile_cli._prompts import PromptFactory
-from narwhal_profile_cli._requests import RequestIds
+from narwhal_profile_cli.sweeps._decode import run_decode
+from narwhal_profile_cli.sweeps._prefill import run_prefill, warm_up
+from narwhal_profile_cli.sweeps._preflight import probe_engine
+from narwhal_profile_cli.sweeps._prompts import PromptFactory
+from narwhal_profile_cli.sweeps._requests import RequestIds
 from narwhal_sim.testing import SimFleet, sim_config, start_sim_fleet
 from narwhal_store import EngineEntry
 

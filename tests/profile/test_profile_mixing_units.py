@@ -10,14 +10,14 @@ import orjson
 import pytest
 
 from narwhal_fit import DecodePoint, fit_decode, fit_prefill, prefill_work_s
-from narwhal_profile_cli import _mixing_plan as mp
-from narwhal_profile_cli import _mixing_sweep as ms
-from narwhal_profile_cli._metrics_watch import MetricsWatch, Observation
 from narwhal_profile_cli._modes import select_mode
 from narwhal_profile_cli._options import MixingOptions, RawOptions, validate
-from narwhal_profile_cli._preflight import SweepPoints
-from narwhal_profile_cli._quality import fit_lines
 from narwhal_profile_cli.cli import run
+from narwhal_profile_cli.results._quality import fit_lines
+from narwhal_profile_cli.sweeps import _mixing as ms
+from narwhal_profile_cli.sweeps import _mixing_plan as mp
+from narwhal_profile_cli.sweeps._metrics_watch import MetricsWatch, Observation
+from narwhal_profile_cli.sweeps._preflight import SweepPoints
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 
 from narwhal_fit import FitConvergenceError, PrefillFit, fit_prefill
 from narwhal_profile_cli._errors import ProfileAbortError, ProfileUsageError
-from narwhal_profile_cli._prefill_gate import gated_prefill_fit
+from narwhal_profile_cli.sweeps._prefill_gate import gated_prefill_fit
 
 QUADRATIC = {n: [0.013 + 1.9e-5 * n + 5.1e-10 * n * n] for n in (256, 1024, 4096, 16384)}
 

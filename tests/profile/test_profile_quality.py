@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from narwhal_fit import DecodePoint
-from narwhal_profile_cli._decode_sweep import Cohort
-from narwhal_profile_cli._quality import decode_warnings, fit_lines
+from narwhal_profile_cli.results._quality import decode_warnings, fit_lines
+from narwhal_profile_cli.sweeps._decode import Cohort
 from narwhal_store import DecodeFitDoc
 
 

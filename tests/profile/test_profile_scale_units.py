@@ -11,9 +11,9 @@ import pytest
 
 from narwhal_profile_cli import run
 from narwhal_profile_cli._errors import ProfileUsageError
-from narwhal_profile_cli._groups import group_units, shard_store_path, shard_units
 from narwhal_profile_cli._options import Shard
 from narwhal_profile_cli._progress import Progress
+from narwhal_profile_cli.sweeps._groups import group_units, shard_store_path, shard_units
 from narwhal_store import EngineEntry
 
 

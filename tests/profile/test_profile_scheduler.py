@@ -14,8 +14,8 @@ import pytest
 
 from narwhal_engine_client import SchedulerConfig
 from narwhal_profile_cli._errors import ProfileAbortError
-from narwhal_profile_cli._quality import fit_lines
-from narwhal_profile_cli._scheduler import scheduler_settings, scheduler_summary
+from narwhal_profile_cli.results._quality import fit_lines
+from narwhal_profile_cli.sweeps._scheduler import scheduler_settings, scheduler_summary
 from narwhal_sim.testing import SimFleet, sim_config, start_sim_fleet
 from narwhal_store import EngineLimits, SchedulerSettings, read_store
 

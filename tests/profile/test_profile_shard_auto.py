@@ -18,9 +18,9 @@ import pytest
 
 from narwhal_profile_cli import run
 from narwhal_profile_cli._errors import ProfileUsageError
-from narwhal_profile_cli._groups import group_units, shard_store_path, shard_units
 from narwhal_profile_cli._options import RawOptions, Shard, validate
 from narwhal_profile_cli._shard_env import COUNT_VARIABLE, INDEX_VARIABLE, shard_from_env
+from narwhal_profile_cli.sweeps._groups import group_units, shard_store_path, shard_units
 from narwhal_sim.testing import SimFleet, sim_config
 from narwhal_store import load_fleet, read_store
 

@@ -16,18 +16,18 @@ from narwhal_engine_client import (
     StreamRecord,
     token_counting,
 )
-from narwhal_profile_cli._decode_sweep import _send_skew
 from narwhal_profile_cli._errors import ProfileAbortError
-from narwhal_profile_cli._evidence import check_unchanged, generation
 from narwhal_profile_cli._live import select_engines
-from narwhal_profile_cli._metrics_watch import MetricsWatch, Observation, observe
 from narwhal_profile_cli._options import RawOptions, validate
-from narwhal_profile_cli._prefill_sweep import PrefillTimings, fit_and_gate
-from narwhal_profile_cli._preflight import EngineProbe, check_points, kept_points
 from narwhal_profile_cli._progress import Progress
-from narwhal_profile_cli._prompts import MIN_POOL, UNIQUE_HEAD, PromptFactory, token_pool
-from narwhal_profile_cli._requests import prepare, verify
-from narwhal_profile_cli._result import CommandResult, emit, error_line
+from narwhal_profile_cli.results._result import CommandResult, emit, error_line
+from narwhal_profile_cli.sweeps._decode import _send_skew
+from narwhal_profile_cli.sweeps._evidence import check_unchanged, generation
+from narwhal_profile_cli.sweeps._metrics_watch import MetricsWatch, Observation, observe
+from narwhal_profile_cli.sweeps._prefill import PrefillTimings, fit_and_gate
+from narwhal_profile_cli.sweeps._preflight import EngineProbe, check_points, kept_points
+from narwhal_profile_cli.sweeps._prompts import MIN_POOL, UNIQUE_HEAD, PromptFactory, token_pool
+from narwhal_profile_cli.sweeps._requests import prepare, verify
 from narwhal_store import load_fleet
 
 SWEEP = validate(RawOptions(fleet="f")).sweep

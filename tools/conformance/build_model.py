@@ -29,7 +29,7 @@ EOS = "<|endoftext|>"
 #: (source file, constant name) of every text that must split into >= MIN_DISTINCT ids.
 REQUIRED_TEXTS = {
     "profile POOL_TEXT": (
-        REPO / "packages/narwhal-profile-cli/src/narwhal_profile_cli/_prompts.py",
+        REPO / "packages/narwhal-profile-cli/src/narwhal_profile_cli/sweeps/_prompts.py",
         "POOL_TEXT",
     ),
     "trial SEED_PROMPT": (

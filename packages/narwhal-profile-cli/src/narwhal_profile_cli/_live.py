@@ -1,9 +1,9 @@
 """The live sweep (docs/design.md §4, §6, §7): select, preflight all, then measure and write each
 engine.
 
-Engines are measured group by group (``_parallel``: up to ``--parallel-groups`` GPU groups at
-once, one engine per group at a time); ``_writer`` rewrites the store after each engine, so an
-abort or an interrupt keeps every finished profile.
+Engines are measured group by group (``sweeps._parallel``: up to ``--parallel-groups`` GPU
+groups at once, one engine per group at a time); ``results._writer`` rewrites the store after each
+engine, so an abort or an interrupt keeps every finished profile.
 """
 
 from __future__ import annotations
@@ -19,29 +19,29 @@ from typing import Any
 
 from narwhal_engine_client import EngineClient, EngineClientError, gc_paused
 from narwhal_fit import DecodeFit, PrefillFit
-from narwhal_profile_cli._assemble import EngineMeasurement
-from narwhal_profile_cli._colocation import ColocationPlan, neighbour_load, plan_colocation
-from narwhal_profile_cli._decode_sweep import Chores, Cohort, fit_cohorts, run_decode
 from narwhal_profile_cli._errors import ProfileAbortError, ProfileError, ProfileUsageError
-from narwhal_profile_cli._evidence import check_unchanged, read_evidence
-from narwhal_profile_cli._groups import GroupUnit, group_units, shard_store_path, shard_units
-from narwhal_profile_cli._mixing_plan import MixingResult, mixing_work
-from narwhal_profile_cli._mixing_sweep import run_mixing
-from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._options import ScaleOut, SweepOptions
-from narwhal_profile_cli._parallel import run_groups
-from narwhal_profile_cli._prefill_sweep import (
+from narwhal_profile_cli._progress import Progress, sweep_weight
+from narwhal_profile_cli.results._assemble import EngineMeasurement
+from narwhal_profile_cli.results._writer import LiveState, StoreWriter
+from narwhal_profile_cli.sweeps._colocation import ColocationPlan, neighbour_load, plan_colocation
+from narwhal_profile_cli.sweeps._decode import Chores, Cohort, fit_cohorts, run_decode
+from narwhal_profile_cli.sweeps._evidence import check_unchanged, read_evidence
+from narwhal_profile_cli.sweeps._groups import GroupUnit, group_units, shard_store_path, shard_units
+from narwhal_profile_cli.sweeps._mixing import run_mixing
+from narwhal_profile_cli.sweeps._mixing_plan import MixingResult, mixing_work
+from narwhal_profile_cli.sweeps._neighbours import NeighbourSettings
+from narwhal_profile_cli.sweeps._parallel import run_groups
+from narwhal_profile_cli.sweeps._prefill import (
     PrefillTimings,
     fit_and_gate,
     ramp_estimate,
     run_prefill,
     warm_up,
 )
-from narwhal_profile_cli._preflight import EnginePlan, check_health, preflight
-from narwhal_profile_cli._progress import Progress, sweep_weight
-from narwhal_profile_cli._prompts import PromptFactory
-from narwhal_profile_cli._requests import RequestIds
-from narwhal_profile_cli._writer import LiveState, StoreWriter
+from narwhal_profile_cli.sweeps._preflight import EnginePlan, check_health, preflight
+from narwhal_profile_cli.sweeps._prompts import PromptFactory
+from narwhal_profile_cli.sweeps._requests import RequestIds
 from narwhal_store import (
     EngineEntry,
     LimitsFile,
@@ -121,7 +121,7 @@ async def run_live(
     With ``scale``, engines of up to ``parallel_groups`` GPU groups are measured at once (one
     engine per group at a time), and ``shard`` picks this process's share of the groups, written
     to :func:`shard_store_path`. ``warn`` receives one line per engine whose decode points were
-    left out of its fit, and the decode-fit and bursty-delivery warnings of ``_quality``.
+    left out of its fit, and the decode-fit and bursty-delivery warnings of ``results._quality``.
     """
     scale = scale or ScaleOut()
     units = group_units(select_engines(fleet, only))

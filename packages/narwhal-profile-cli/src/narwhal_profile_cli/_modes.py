@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Literal
 
 from narwhal_profile_cli._errors import ProfileUsageError
-from narwhal_profile_cli._neighbours import NeighbourSettings
 from narwhal_profile_cli._options import ProfileOptions
+from narwhal_profile_cli.sweeps._neighbours import NeighbourSettings
 
 Mode = Literal["live", "refit", "merge"]
 

@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from narwhal_profile_cli._errors import ProfileInterrupted, ProfileUsageError
-from narwhal_profile_cli._groups import shard_store_path
 from narwhal_profile_cli._live import run_live
-from narwhal_profile_cli._merge import merge_into
 from narwhal_profile_cli._modes import ModePlan, select_mode
 from narwhal_profile_cli._options import ProfileOptions
 from narwhal_profile_cli._progress import Progress
-from narwhal_profile_cli._quality import fit_figures
-from narwhal_profile_cli._refit import refit_from_samples
-from narwhal_profile_cli._result import CommandResult
-from narwhal_profile_cli._writer import LiveState
+from narwhal_profile_cli.results._merge import merge_into
+from narwhal_profile_cli.results._quality import fit_figures
+from narwhal_profile_cli.results._refit import refit_from_samples
+from narwhal_profile_cli.results._result import CommandResult
+from narwhal_profile_cli.results._writer import LiveState
+from narwhal_profile_cli.sweeps._groups import shard_store_path
 from narwhal_store import (
     LimitsFile,
     LoadedFleet,

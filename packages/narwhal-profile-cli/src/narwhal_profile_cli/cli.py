@@ -20,7 +20,7 @@ import typer
 from narwhal_profile_cli._command_line import RawOptions
 from narwhal_profile_cli._errors import ProfileError, ProfileInterrupted, ProfileUsageError
 from narwhal_profile_cli._options import OutputFormat, validate
-from narwhal_profile_cli._result import DISTRIBUTION, PROG, CommandResult, emit
+from narwhal_profile_cli.results._result import DISTRIBUTION, PROG, CommandResult, emit
 
 
 def _version_callback(value: bool) -> None:

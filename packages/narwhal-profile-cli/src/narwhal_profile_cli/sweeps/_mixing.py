@@ -2,12 +2,12 @@
 how much of a prefill's time lands on the streams it is decoding.
 
 Run after the decode sweep, with the engine's prefill and decode fits at hand, each point as
-``_mixing_plan`` sizes it (:func:`~narwhal_profile_cli._mixing_plan.plan_point`):
+``_mixing_plan`` sizes it (:func:`~narwhal_profile_cli.sweeps._mixing_plan.plan_point`):
 ``concurrency`` decode streams start together; once they all decode (the prefill fit's estimate
 of their ramp, with a margin) and a quiet stretch has passed, ``prefills`` one-token prompts of
 the mixing length go out a few TTFTs apart. The time each stream lost per prefill is
 narwhal-fit's :func:`~narwhal_fit.mixing_loss`. The valid points are fitted
-(``mixing-share-step-v1``, :func:`~narwhal_profile_cli._mixing_plan.fit_runs`).
+(``mixing-share-step-v1``, :func:`~narwhal_profile_cli.sweeps._mixing_plan.fit_runs`).
 
 A point is kept, invalid with its reason and out of the fit, when the streams could not decode
 through every prefill within ``max_model_len`` (not sent at all), a prefill failed, a stream ended
@@ -27,10 +27,12 @@ from dataclasses import dataclass
 
 from narwhal_engine_client import StreamRecord
 from narwhal_fit import DecodeFit, InsufficientDataError, PrefillFit, StreamTimes, mixing_loss
-from narwhal_profile_cli._decode_sweep import preconnect, traces
 from narwhal_profile_cli._errors import ProfileAbortError
-from narwhal_profile_cli._metrics_watch import KV_EXHAUSTED, MetricsWatch, Observation
-from narwhal_profile_cli._mixing_plan import (
+from narwhal_profile_cli._options import MixingOptions
+from narwhal_profile_cli._progress import Progress, mixing_weight
+from narwhal_profile_cli.sweeps._decode import preconnect, traces
+from narwhal_profile_cli.sweeps._metrics_watch import KV_EXHAUSTED, MetricsWatch, Observation
+from narwhal_profile_cli.sweeps._mixing_plan import (
     MixingContext,
     MixingResult,
     MixingRun,
@@ -40,12 +42,10 @@ from narwhal_profile_cli._mixing_plan import (
     plan_point,
     plan_points,
 )
-from narwhal_profile_cli._options import MixingOptions
-from narwhal_profile_cli._prefill_sweep import PrefillTimings
-from narwhal_profile_cli._preflight import EngineProbe, SweepPoints
-from narwhal_profile_cli._progress import Progress, mixing_weight
-from narwhal_profile_cli._prompts import PromptFactory
-from narwhal_profile_cli._requests import (
+from narwhal_profile_cli.sweeps._prefill import PrefillTimings
+from narwhal_profile_cli.sweeps._preflight import EngineProbe, SweepPoints
+from narwhal_profile_cli.sweeps._prompts import PromptFactory
+from narwhal_profile_cli.sweeps._requests import (
     OnWire,
     PreparedRequest,
     RequestIds,

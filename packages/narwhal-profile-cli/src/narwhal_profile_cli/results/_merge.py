@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from narwhal_profile_cli._assemble import generator
 from narwhal_profile_cli._errors import ProfileUsageError
-from narwhal_profile_cli._refit_inputs import (
+from narwhal_profile_cli.results._assemble import generator
+from narwhal_profile_cli.results._refit_inputs import (
     check_fresh_out,
     check_membership,
     verified_input,

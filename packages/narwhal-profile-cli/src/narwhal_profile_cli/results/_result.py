@@ -89,7 +89,9 @@ def emit(
         stderr.write(error_line(result.error) + "\n")
         stderr.flush()
     elif result.mode is not None and result.path is not None:
-        from narwhal_profile_cli._quality import fit_lines  # deferred: keeps --version light
+        from narwhal_profile_cli.results._quality import (
+            fit_lines,  # deferred: keeps --version light
+        )
 
         for line in fit_lines(result.fits):
             stdout.write(line + "\n")

@@ -27,10 +27,10 @@ from narwhal_profile_cli._bounds import (
     MIN_PREFILL_LENS,
 )
 from narwhal_profile_cli._errors import ProfileAbortError
-from narwhal_profile_cli._evidence import read_evidence
 from narwhal_profile_cli._options import SweepOptions
-from narwhal_profile_cli._prompts import MIN_POOL, POOL_TEXT, token_pool
-from narwhal_profile_cli._scheduler import scheduler_settings
+from narwhal_profile_cli.sweeps._evidence import read_evidence
+from narwhal_profile_cli.sweeps._prompts import MIN_POOL, POOL_TEXT, token_pool
+from narwhal_profile_cli.sweeps._scheduler import scheduler_settings
 from narwhal_store import EngineEntry, EngineLimits, SchedulerSettings
 
 

@@ -16,7 +16,7 @@ from narwhal_engine_client import (
     completion_body,
 )
 from narwhal_profile_cli._errors import ProfileAbortError
-from narwhal_profile_cli._preflight import EngineProbe
+from narwhal_profile_cli.sweeps._preflight import EngineProbe
 from narwhal_store import Remeasured
 
 _ASKED: dict[TokenCounting, str] = {

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 from narwhal_fit import PrefillFit
 from narwhal_profile_cli._errors import ProfileAbortError
-from narwhal_profile_cli._prefill_gate import gated_prefill_fit
-from narwhal_profile_cli._preflight import EngineProbe
 from narwhal_profile_cli._progress import Progress, prefill_weight
-from narwhal_profile_cli._prompts import PromptFactory
-from narwhal_profile_cli._requests import (
+from narwhal_profile_cli.sweeps._prefill_gate import gated_prefill_fit
+from narwhal_profile_cli.sweeps._preflight import EngineProbe
+from narwhal_profile_cli.sweeps._prompts import PromptFactory
+from narwhal_profile_cli.sweeps._requests import (
     OnWire,
     PreparedRequest,
     RequestIds,

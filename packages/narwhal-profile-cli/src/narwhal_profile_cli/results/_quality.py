@@ -15,11 +15,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from narwhal_profile_cli._scheduler import scheduler_summary
+from narwhal_profile_cli.sweeps._scheduler import scheduler_summary
 from narwhal_store import BURSTY_SHARE, FitDoc, FitQuality, Profile, decode_fit_suspect
 
 if TYPE_CHECKING:  # the sweep pulls in narwhal-fit (scipy): not needed to print a result
-    from narwhal_profile_cli._decode_sweep import Cohort
+    from narwhal_profile_cli.sweeps._decode import Cohort
 
 FEW_INTERVALS = 8
 """A cohort whose streams had fewer in-window intervals than this gives a noisy TPOT."""

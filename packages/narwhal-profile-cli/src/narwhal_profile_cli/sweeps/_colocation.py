@@ -12,14 +12,14 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from narwhal_engine_client import EngineClient
-from narwhal_profile_cli._neighbours import (
+from narwhal_profile_cli.sweeps._neighbours import (
     Neighbour,
     NeighbourLoad,
     NeighbourSettings,
     check_neighbour_fit,
     check_neighbours,
 )
-from narwhal_profile_cli._preflight import EngineProbe, probe_engine
+from narwhal_profile_cli.sweeps._preflight import EngineProbe, probe_engine
 from narwhal_store import EngineEntry, LoadedFleet, NeighbourRecord
 
 

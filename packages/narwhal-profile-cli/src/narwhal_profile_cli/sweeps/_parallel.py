@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
 from narwhal_profile_cli._errors import ProfileError
-from narwhal_profile_cli._groups import GroupUnit
+from narwhal_profile_cli.sweeps._groups import GroupUnit
 
 
 async def run_groups(

@@ -18,16 +18,16 @@ from pathlib import Path
 
 import narwhal_fit
 from narwhal_fit import FitError, MixingPoint, PrefillFit, fit_mixing, prefill_work_s
-from narwhal_profile_cli._assemble import generator
 from narwhal_profile_cli._errors import ProfileUsageError
-from narwhal_profile_cli._prefill_gate import FitPrefill, gated_prefill_fit
-from narwhal_profile_cli._refit_inputs import (
+from narwhal_profile_cli.results._assemble import generator
+from narwhal_profile_cli.results._refit_inputs import (
     check_fresh_out,
     check_membership,
     store_beside,
     verified_input,
     write_fresh_out,
 )
+from narwhal_profile_cli.sweeps._prefill_gate import FitPrefill, gated_prefill_fit
 from narwhal_store import (
     PENDING_SHA256,
     LoadedFleet,

@@ -25,11 +25,11 @@ from narwhal_fit import (
     fit_decode,
 )
 from narwhal_profile_cli._errors import ProfileAbortError
-from narwhal_profile_cli._metrics_watch import MetricsWatch, Observation
-from narwhal_profile_cli._preflight import EngineProbe
 from narwhal_profile_cli._progress import Progress, cohort_weight
-from narwhal_profile_cli._prompts import PromptFactory
-from narwhal_profile_cli._requests import (
+from narwhal_profile_cli.sweeps._metrics_watch import MetricsWatch, Observation
+from narwhal_profile_cli.sweeps._preflight import EngineProbe
+from narwhal_profile_cli.sweeps._prompts import PromptFactory
+from narwhal_profile_cli.sweeps._requests import (
     OnWire,
     PreparedRequest,
     RequestIds,

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from narwhal_profile_cli._assemble import EngineMeasurement, Measured, assemble, documents
-from narwhal_profile_cli._colocation import ColocationPlan
 from narwhal_profile_cli._errors import ProfileError, ProfileUsageError
 from narwhal_profile_cli._options import ScaleOut, SweepOptions
-from narwhal_profile_cli._quality import decode_warnings
+from narwhal_profile_cli.results._assemble import EngineMeasurement, Measured, assemble, documents
+from narwhal_profile_cli.results._quality import decode_warnings
+from narwhal_profile_cli.sweeps._colocation import ColocationPlan
 from narwhal_store import DestinationError, LoadedFleet, StoreError, write_store
 
 

@@ -11,7 +11,7 @@ cannot run; its prefill work is ``b·L + c·L²`` by the prefill fit and its chu
 ``⌈L / max_num_batched_tokens⌉`` (the engine's, as its scheduler settings give it). A point as
 measured is a :class:`MixingRun`, an engine's points and the fit of the valid ones
 (:func:`fit_runs`) a :class:`MixingResult`. Running the points against the engine is
-``_mixing_sweep``'s.
+``_mixing``'s.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from narwhal_fit import (
     prefill_chunks,
     prefill_work_s,
 )
-from narwhal_profile_cli._decode_sweep import StreamTrace
 from narwhal_profile_cli._options import MixingOptions
-from narwhal_profile_cli._prefill_sweep import PrefillTimings
-from narwhal_profile_cli._preflight import EngineProbe, SweepPoints
 from narwhal_profile_cli._progress import mixing_weight
+from narwhal_profile_cli.sweeps._decode import StreamTrace
+from narwhal_profile_cli.sweeps._prefill import PrefillTimings
+from narwhal_profile_cli.sweeps._preflight import EngineProbe, SweepPoints
 from narwhal_store import InjectedPrefill, MixingSample
 
 __all__ = [

@@ -9,13 +9,13 @@ from typing import Any
 
 from narwhal_engine_client import evidence_sha256
 from narwhal_fit import DecodeFit, PrefillFit
-from narwhal_profile_cli._decode_sweep import Cohort
-from narwhal_profile_cli._evidence import generation
-from narwhal_profile_cli._mixing_plan import MixingResult
-from narwhal_profile_cli._neighbours import NeighbourSettings
-from narwhal_profile_cli._prefill_sweep import PrefillTimings
-from narwhal_profile_cli._preflight import EnginePlan
-from narwhal_profile_cli._result import DISTRIBUTION
+from narwhal_profile_cli.results._result import DISTRIBUTION
+from narwhal_profile_cli.sweeps._decode import Cohort
+from narwhal_profile_cli.sweeps._evidence import generation
+from narwhal_profile_cli.sweeps._mixing_plan import MixingResult
+from narwhal_profile_cli.sweeps._neighbours import NeighbourSettings
+from narwhal_profile_cli.sweeps._prefill import PrefillTimings
+from narwhal_profile_cli.sweeps._preflight import EnginePlan
 from narwhal_store import (
     PENDING_SHA256,
     AppliedLimits,
