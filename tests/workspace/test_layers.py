@@ -22,6 +22,7 @@ LAYERS: dict[str, list[str | tuple[str, ...]]] = {
         ("edge", "checks"),
         "cli",
     ],
+    "narwhal_profile_cli": ["sweeps", "results"],
     "narwhal_sim": ["model", "engine", "router"],
 }
 """Each split package's sub-packages, lowest layer first."""
