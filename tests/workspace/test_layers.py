@@ -20,6 +20,7 @@ LAYERS: dict[str, list[str | tuple[str, ...]]] = {
         "run",
         "predictor",
         ("edge", "checks"),
+        "compare",
         "cli",
     ],
     "narwhal_profile_cli": ["sweeps", "results"],

@@ -7,14 +7,16 @@ before and after; ``read_run`` reads a finished run folder back through its mode
 (``load_model``, ``predict_rate``, ``find_max_rate``) foretells a trial's attainment
 and its highest passing rate from the profiles in virtual time, contacting nothing; ``read_edge``
 reads the folder of an ``edge`` search (the measured capacity search: ``edge.json`` and a run
-folder per trial). ``ServerDoc`` (``server.json``) and ``ServerView`` (the summary's ``server``)
-are the server's own view of a run: its ``/metrics`` deltas and spans against the client's
-records. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
+folder per trial); ``compare_sides`` judges two deployments' runs, edges and profiles against
+each other (``Comparison``). ``ServerDoc`` (``server.json``) and ``ServerView`` (the summary's
+``server``) are the server's own view of a run: its ``/metrics`` deltas and spans against the
+client's records. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
 """
 
 from narwhal_trial._access import DEFAULT_API_KEY_ENV, ApiKeyEnv
 from narwhal_trial._errors import (
     DrainError,
+    NotComparableError,
     OutputPathError,
     PrepareError,
     ReadError,
@@ -26,6 +28,8 @@ from narwhal_trial._schemas import json_schemas, schema_bytes, write_schemas
 from narwhal_trial._stats import required_good, wilson_interval
 from narwhal_trial.checks._check import run_checks
 from narwhal_trial.checks._reconcile import Reconciliation, read_journal, reconcile
+from narwhal_trial.compare._compare import CompareRequest, compare_sides
+from narwhal_trial.documents._comparison import Comparison
 from narwhal_trial.documents._prediction import Prediction
 from narwhal_trial.documents._records import (
     STATUSES,
@@ -95,6 +99,8 @@ __all__ = [
     "STATUSES",
     "ApiKeyEnv",
     "CheckItem",
+    "CompareRequest",
+    "Comparison",
     "CounterDelta",
     "DensestSecond",
     "Distribution",
@@ -111,6 +117,7 @@ __all__ = [
     "LengthBucket",
     "LoadedWorkload",
     "Manifest",
+    "NotComparableError",
     "OfferedLoad",
     "OutputPathError",
     "OutsideDomainError",
@@ -144,6 +151,7 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "build_workload",
+    "compare_sides",
     "due_offsets_ns",
     "find_max_rate",
     "is_edge_folder",

@@ -27,6 +27,7 @@ from narwhal_trial.cli._commands import (
     prepare_command,
     reconcile_command,
 )
+from narwhal_trial.cli._compare import CompareOptions, compare_shell
 from narwhal_trial.cli._declare import declared
 from narwhal_trial.cli._edge import EdgeOptions, EdgePredictOptions, edge
 from narwhal_trial.cli._invocation import Invocation
@@ -50,7 +51,8 @@ def _app() -> typer.Typer:
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
-        help="The synthetic deployment trial: prepare, check, run, reconcile, predict, edge.",
+        help="The synthetic deployment trial: prepare, check, run, reconcile, predict, edge, "
+        "compare.",
     )
     app.callback()(_root)
     app.command("prepare")(declared(prepare, options=PrepareOptions, schedule=ScheduleFlags))
@@ -66,6 +68,7 @@ def _app() -> typer.Typer:
     app.command("check")(declared(check, options=CheckOptions))
     app.command("reconcile")(declared(reconcile, options=ReconcileOptions))
     app.command("predict")(declared(predict, options=PredictOptions))
+    app.command("compare")(declared(compare_shell, options=CompareOptions))
     app.command("edge")(
         declared(
             edge,

@@ -1,0 +1,83 @@
+"""``compare``'s lines on the terminal: the two sides, what differs, a line per measure with its
+interval, the edges, the engines' fits, and the verdict."""
+
+from __future__ import annotations
+
+from narwhal_trial.documents._comparison import (
+    Comparison,
+    FitChange,
+    ProportionVerdict,
+    ShiftVerdict,
+    SideFacts,
+)
+
+
+def render_text(doc: Comparison) -> str:
+    """The comparison as plain lines (B against A; a difference is B minus A)."""
+    lines = [f"A: {_side(doc.a)}", f"B: {_side(doc.b)}"]
+    if doc.workloads_differ:
+        lines.append("   the workloads differ (--allow-different-workloads)")
+    if doc.differences:
+        lines.append("what differs:")
+        lines.extend(f"   {d.what}: {d.a or '-'} | {d.b or '-'}" for d in doc.differences)
+    for pair in doc.pairs:
+        load = (
+            f"{pair.rate_a:g}"
+            if pair.rate_a == pair.rate_b
+            else f"{pair.rate_a:g} | {pair.rate_b:g}"
+        )
+        lines.append(f"at {load} request/s:")
+        lines.append("   " + _attainment(pair.attainment))
+        lines.extend("   " + _shift(s) for s in pair.latency)
+    if doc.edge is not None:
+        lines.append(f"edge: {doc.edge.verdict}: {doc.edge.reason}")
+    if doc.profiles is not None:
+        lines.append("profiles:" if doc.profiles else "profiles: no engine in both stores")
+        lines.extend("   " + _fit(f) for f in doc.profiles)
+    pct = f"{doc.confidence:.0%}"
+    if doc.worse:
+        lines.append(f"verdict at {pct}: worse: {'; '.join(doc.worse)} (exit 2)")
+    else:
+        lines.append(f"verdict at {pct}: nothing got worse (exit 0)")
+    return "\n".join(lines)
+
+
+def _side(s: SideFacts) -> str:
+    rates = ", ".join(f"{r:g}" for r in s.rates)
+    what = {"run": "run", "edge": "edge search", "runs": "runs"}[s.kind]
+    return f"{what} {s.path} ({len(s.runs)} run{'s' * (len(s.runs) != 1)} at {rates} request/s)"
+
+
+def _attainment(p: ProportionVerdict) -> str:
+    a, b = p.good_a / p.requests_a, p.good_b / p.requests_b
+    return (
+        f"attainment {a:.3f} -> {b:.3f} ({p.good_a}/{p.requests_a} -> {p.good_b}/{p.requests_b}): "
+        f"{_pts(p.difference)} [{_pts(p.low)}, {_pts(p.high)}] {p.verdict} "
+        f"(these samples detect {abs(p.detectable) * 100:.1f} points)"
+    )
+
+
+def _pts(x: float) -> str:
+    return f"{x * 100:+.1f} pts"
+
+
+def _shift(s: ShiftVerdict) -> str:
+    rel = f" ({s.difference_s / s.a_s:+.1%})" if s.a_s > 0 else ""
+    return (
+        f"{s.measure.upper()} p{s.quantile} {_ms(s.a_s)} -> {_ms(s.b_s)}: "
+        f"{_ms(s.difference_s, sign=True)}{rel} [{_ms(s.low_s, sign=True)}, "
+        f"{_ms(s.high_s, sign=True)}] {s.verdict} (these samples detect {_ms(s.detectable_s)})"
+    )
+
+
+def _ms(seconds: float, *, sign: bool = False) -> str:
+    return f"{seconds * 1e3:+.1f} ms" if sign else f"{seconds * 1e3:.1f} ms"
+
+
+def _fit(f: FitChange) -> str:
+    change = f.ratio - 1
+    words = "slower" if change > 0 else "faster"
+    return (
+        f"{f.engine} {f.phase} at {f.at}: {abs(change):.0%} {words} ({_ms(f.a_s)} -> "
+        f"{_ms(f.b_s)}; ratio [{f.low:.3f}, {f.high:.3f}]) {f.verdict}"
+    )
