@@ -15,9 +15,9 @@ TrialError              root; exit 1 (a blocking error, runbook table)
 ├── WorkloadError       an unreadable or invalid workload, or one the engine cannot serve
 ├── DrainError          no drain gauge on the metrics page, or no drain in time
 ├── PrepareError        the engine did not give the seed completion's token ids
-├── ReadError           an unreadable run record, journal or launch record
-└── NotComparableError  ``compare``: two sides of different workloads or targets, or a run that did
-                        not keep its schedule
+├── ReadError           an unreadable run record, journal, launch record or profile store
+└── NotComparableError  ``compare``: two sides of different workloads or targets, a run that did not
+                        keep its schedule, or profile stores without an engine in common
 """
 
 from __future__ import annotations
@@ -63,9 +63,11 @@ class PrepareError(TrialError):
 
 
 class ReadError(TrialError):
-    """A run record, router journal or launch record could not be read or parsed."""
+    """A run record, router journal, launch record or (``compare --profiles``) profile store
+    could not be read or parsed."""
 
 
 class NotComparableError(TrialError):
     """``compare`` refused two sides: different workloads (shape or seed) or SLO targets, a run
-    whose client did not keep its schedule, or no offered load in common."""
+    whose client did not keep its schedule, no offered load in common, or (``--profiles``) no
+    engine in common."""

@@ -14,12 +14,14 @@ from narwhal_trial._errors import TrialError, TrialUsageError
 from narwhal_trial._files import atomic_write, check_fresh_file
 from narwhal_trial.cli._invocation import Invocation
 from narwhal_trial.compare._compare import DEFAULT_CONFIDENCE, CompareRequest, compare_sides
+from narwhal_trial.compare._profiles import profile_comparer
 from narwhal_trial.compare._text import render_text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompareOptions:
-    """What ``compare`` is given: the two sides, the confidence, and where the result goes."""
+    """What ``compare`` is given: the two sides, the confidence, the profile stores to compare
+    too, and where the result goes."""
 
     a: Annotated[
         Path,
@@ -53,6 +55,17 @@ class CompareOptions:
             help="Compare runs of different workload files (shape or seed); refused otherwise.",
         ),
     ] = False
+    profiles: Annotated[
+        tuple[Path, Path] | None,
+        typer.Option(
+            "--profiles",
+            metavar="STORE_A STORE_B",
+            show_default=False,
+            help="Also compare two profile stores (each with its .samples.json beside it): each "
+            "engine both profiled, B's fitted TTFT and TPOT against A's at the points both "
+            "measured.",
+        ),
+    ] = None
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the JSON document instead of the text.")
     ] = False
@@ -71,6 +84,7 @@ class CompareOptions:
             confidence=self.confidence,
             seed=self.seed,
             allow_different_workloads=self.allow_different_workloads,
+            profiles=None if self.profiles is None else profile_comparer(*self.profiles),
         )
 
 
@@ -94,10 +108,12 @@ def compare_shell(ctx: typer.Context, options: CompareOptions) -> None:
     """Compare two deployments' trials: A (the baseline) against B. Each side is a run folder,
     an edge folder or a folder of run folders; runs pair by offered rate. Per pair: the
     attainment difference (Newcombe's interval) and the TTFT and TPOT p50 and p99 shifts
-    (bootstrap over requests); two edges: whether their brackets separate. Each says better,
-    worse or no detectable difference, with the smallest difference the samples detect. Exit 0
-    when nothing got worse, 2 when something did, 1 when the sides are not comparable
-    (different workloads or targets, an invalid schedule) or cannot be read."""
+    (bootstrap over requests); two edges: whether their brackets separate; with --profiles, each
+    engine's fits at the points both sweeps measured (the ratio B/A, its interval from the raw
+    samples). Each says better, worse or no detectable difference, with the smallest difference
+    the samples detect. Exit 0 when nothing got worse, 2 when something did, 1 when the sides
+    are not comparable (different workloads or targets, an invalid schedule, profile stores
+    without an engine in common) or cannot be read."""
     inv: Invocation = ctx.obj
     with inv.errors():
         code, text = compare_command(options)

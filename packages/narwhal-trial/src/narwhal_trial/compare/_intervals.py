@@ -1,6 +1,7 @@
 """The arithmetic of a comparison: Newcombe's interval for the difference of two proportions,
-bootstrap intervals for the shift of a quantile, and the smallest difference a sample of this
-size detects (80 % power at the chosen confidence)."""
+bootstrap intervals for the shift of a quantile and for the ratio of two medians, a ratio's
+interval from two relative spreads, and the smallest difference a sample of this size detects
+(80 % power at the chosen confidence)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,44 @@ def quantile_shift(
     low, high = (float(v) for v in np.quantile(shifts, [tail, 1 - tail]))
     detectable = _detectable(difference - low, high - difference, z_of(confidence))
     return Estimate(difference, low, high, detectable)
+
+
+@dataclass(frozen=True, slots=True)
+class Ratio:
+    """A ratio (B over A) and its interval at the confidence."""
+
+    ratio: float
+    low: float
+    high: float
+
+
+def median_ratio(
+    a: Sequence[float],
+    b: Sequence[float],
+    confidence: float,
+    rng: np.random.Generator,
+    resamples: int = RESAMPLES,
+) -> Ratio:
+    """``median(b) / median(a)`` of positive values with a percentile bootstrap interval: each
+    side resampled with replacement, apart, ``resamples`` times."""
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(f"a median ratio needs two values a side, got {len(a)} and {len(b)}")
+    xa, xb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if np.any(xa <= 0) or np.any(xb <= 0):
+        raise ValueError("a median ratio needs positive values")
+    ratio = float(np.median(xb) / np.median(xa))
+    draws_a = np.median(xa[rng.integers(0, len(xa), (resamples, len(xa)))], axis=1)
+    draws_b = np.median(xb[rng.integers(0, len(xb), (resamples, len(xb)))], axis=1)
+    tail = (1 - confidence) / 2
+    low, high = (float(v) for v in np.quantile(draws_b / draws_a, [tail, 1 - tail]))
+    return Ratio(ratio, low, high)
+
+
+def spread_ratio(ratio: float, rel_a: float, rel_b: float, confidence: float) -> Ratio:
+    """``ratio`` with the interval two independent relative standard errors give it: ``ratio``
+    times ``exp(±z·√(rel_a² + rel_b²))`` (the errors taken on the log scale)."""
+    half = z_of(confidence) * float(np.hypot(rel_a, rel_b))
+    return Ratio(ratio, ratio * float(np.exp(-half)), ratio * float(np.exp(half)))
 
 
 def _detectable(below: float, above: float, z: float) -> float:
