@@ -12,7 +12,9 @@ spans through ``run --fleet --otlp-receiver``: the client-added TTFT and the per
 reconciles each run with the router journal, then measures the edge (``load_trial.py edge``: from
 the predicted band, bisecting on rate to within 10 % in at most 5 trials of 50 requests), prints a
 verdict per rate and the bracket, writes the run's report (``narwhal-report``: ``report.html``, its
-path is the last line printed), and stops everything it started, also on errors and Ctrl-C.
+path is the last line printed), compares the sweep's two runs (``load_trial.py compare``: the
+1 request/s run against the 0.5 one, the same fleet at twice the load; a worse measure, exit 2, is
+a verdict), and stops everything it started, also on errors and Ctrl-C.
 Everything is written under a fresh private ``runs/demo-XXXXXXXX`` folder; nothing else in the
 checkout changes.
 
@@ -390,6 +392,27 @@ def measure_edge(
     )
 
 
+def compare_runs(folder: Path) -> str:
+    """``compare`` of the sweep's two runs (B the higher rate, A the lower: the same fleet and
+    workload at twice the load); its verdict line. Exit 2 (something got worse) is a verdict, as a
+    trial's miss is; a refusal (exit 1) fails the demo."""
+    a, b = (folder / f"rate-{rate:g}" for rate in RATES)
+    if not (b / "summary.json").is_file():
+        return "not compared (the sweep ended before its second rate)"
+    out = folder / "comparison.json"
+    step(
+        f"compare the {RATES[1]:g} request/s run (B) with the {RATES[0]:g} request/s run (A)",
+        trial("compare", str(a), str(b), "--out", str(out)),
+        ok=(0, 2),
+    )
+    doc: dict[str, Any] = json.loads(out.read_text())
+    verdict = f"worse: {'; '.join(doc['worse'])}" if doc["worse"] else "nothing got worse"
+    return (
+        f"{RATES[1]:g} against {RATES[0]:g} request/s at {doc['confidence']:.0%}: {verdict} "
+        f"(exit {doc['exit_code']}; {_short(str(out))})"
+    )
+
+
 def server_line(folder: Path, rate: float, scale: float) -> str:
     """The server's side of one trial, in the fleet's own time: the client-added TTFT per
     request (client TTFT x time scale - the engines' span TTFT) and each engine's share."""
@@ -478,6 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     predicted: dict[float, str] = {}
     edge = "not measured"
     capacity = "not predicted"
+    compared = "not compared"
     try:
         say(f"== start the simulated fleet ({len(engines)} engines) and its router")
         with sim_fleet(folder, fleet, sim_config, port, args.time_scale) as base:
@@ -516,6 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             edge_requests = max(EDGE_REQUESTS, args.requests)
             edge = measure_edge(base, tdir, fleet, store, edge_requests, args.time_scale)
         report = write_report(folder, store, args.time_scale)  # the fleet is stopped: offline
+        compared = compare_runs(folder / "trial")
     except StepFailed as exc:
         say(f"demo FAILED: {exc}")
         return 1
@@ -528,6 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"   {rate:g} request/s measured:  {verdicts.get(rate, 'not run (the sweep ended)')}")
     say(f"== predicted capacity: {capacity}")
     say(f"== measured edge: {edge}")
+    say(f"== compared: {compared}")
     say(f"all records: {_short(str(folder))}")
     say(f"report: {_short(str(report))}")
     return 0

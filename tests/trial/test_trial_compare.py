@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 
+from narwhal_trial import Manifest
 from narwhal_trial._errors import NotComparableError
 from narwhal_trial.compare._compare import CompareRequest, compare_sides
 
@@ -63,3 +65,89 @@ def test_the_command_writes_its_document_and_refuses_in_one_line(tmp_path: Path,
     assert missing.returncode == 1
     assert missing.stderr.strip().count("\n") == 0 and "B " in missing.stderr
     assert not (tmp_path / "c.json").exists()
+
+
+def _edit_manifest(run: Path, **changes: str) -> None:
+    """Rewrite ``run``'s manifest.json with ``changes`` (still a valid manifest)."""
+    path = run / "manifest.json"
+    doc = orjson.loads(path.read_bytes())
+    assert set(changes) <= set(doc)
+    path.write_bytes(orjson.dumps(doc | changes))
+    Manifest.model_validate_json(path.read_bytes())
+
+
+def _refused(cli: Cli, tmp_path: Path, *args: str) -> str:
+    """``compare ARGS --out FILE`` exits 1 with one stderr line, nothing on stdout and no FILE;
+    the line."""
+    out = tmp_path / "refused.json"
+    done = cli("compare", *args, "--out", str(out))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("load_trial.py: error: "), done.stderr
+    assert not out.exists()
+    return done.stderr
+
+
+def test_different_workloads_are_refused_unless_allowed(tmp_path: Path, cli: Cli) -> None:
+    """B's manifest names another workload file (its SHA-256): refused in one line naming both,
+    until ``--allow-different-workloads``, which compares and says the workloads differ."""
+    a, b = _run(tmp_path / "a", 1), _run(tmp_path / "b", 2)
+    _edit_manifest(b, workload_digest="12" * 32)
+    line = _refused(cli, tmp_path, str(a), str(b))
+    assert "A and B ran different workloads: A " in line
+    assert "(abababababab)" in line and "(121212121212)" in line
+    assert "--allow-different-workloads" in line
+    out = tmp_path / "allowed.json"
+    done = cli("compare", str(a), str(b), "--allow-different-workloads", "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "   the workloads differ (--allow-different-workloads)" in done.stdout
+    doc = json.loads(out.read_text())
+    assert doc["workloads_differ"] is True and doc["exit_code"] == 0
+    assert any(d["what"] == "workload" for d in doc["differences"])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [("tpot_s", "0.05", "TPOT bound 0.0333 against 0.05"), ("attainment", "0.9",
+     "attainment 0.95 against 0.9"), ("ttft_s", "2.5", "TTFT bound 2 against 2.5")],
+)  # fmt: skip
+def test_different_targets_are_refused(
+    tmp_path: Path, cli: Cli, field: str, value: str, words: str
+) -> None:
+    """A side judged by another TTFT bound, TPOT bound or attainment target is not compared,
+    even with ``--allow-different-workloads``."""
+    a, b = _run(tmp_path / "a", 1), _run(tmp_path / "b", 2)
+    _edit_manifest(b, **{field: value})
+    line = _refused(cli, tmp_path, str(a), str(b), "--allow-different-workloads")
+    assert "A and B were judged by different targets: " + words in line, line
+
+
+def test_a_folder_that_is_not_a_run_is_refused(tmp_path: Path, cli: Cli) -> None:
+    """A folder holding no run folder, a file, and a run folder whose summary is missing."""
+    a = _run(tmp_path / "a", 1)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a run\n")
+    line = _refused(cli, tmp_path, str(a), str(empty))
+    assert f"B {empty} is not a run folder, an edge folder or a folder of run folders" in line
+    line = _refused(cli, tmp_path, str(empty / "notes.txt"), str(a))
+    assert f"A {empty / 'notes.txt'} is not a run folder" in line
+    broken = _run(tmp_path / "broken", 2)
+    (broken / "summary.json").unlink()
+    line = _refused(cli, tmp_path, str(a), str(broken))
+    assert str(broken / "summary.json") in line
+
+
+def test_an_invalid_schedule_is_refused_by_the_command(tmp_path: Path, cli: Cli) -> None:
+    """The command's refusal of a side whose client fell behind: one line naming the run."""
+    a, bad = _run(tmp_path / "a", 1), _run(tmp_path / "b", 2, valid=False)
+    line = _refused(cli, tmp_path, str(a), str(bad))
+    assert f"B {bad}: the client did not keep its schedule" in line
+
+
+@pytest.mark.parametrize("confidence", ["2", "0.3", "1"])
+def test_a_confidence_out_of_range_is_refused(tmp_path: Path, cli: Cli, confidence: str) -> None:
+    """``--confidence`` outside [0.5, 0.999]: one line, before either side is read."""
+    a = _run(tmp_path / "a", 1)
+    line = _refused(cli, tmp_path, str(a), str(tmp_path / "nope"), "--confidence", confidence)
+    assert f"--confidence must be in [0.5, 0.999], got {confidence}" in line

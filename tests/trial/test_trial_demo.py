@@ -1,5 +1,5 @@
 """``make demo`` end to end, time-scaled: fleet, profile, prepare, check, three rates, reconcile,
-the measured edge, the report."""
+the measured edge, the report, the sweep's two runs compared."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ pytestmark = pytest.mark.slow
 def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
     """The demo runs every step, prints a verdict for 0.5 and 1 request/s (pass) and for the rate
     past the fleet's edge (a miss, which predict shows from the throughput bound), measures the edge
-    from the predicted band in at most 5 trials and exits 0.
+    from the predicted band in at most 5 trials, compares the 1 request/s run with the 0.5 one
+    (a verdict either way) and exits 0.
 
     Four times real speed, not faster: ``check`` refuses a decode fit beyond 20% mean error, and a
     simulator whose sub-millisecond steps cannot keep time on a loaded machine delivers in bursts.
@@ -76,6 +77,21 @@ def test_demo_ends_with_a_verdict_per_rate(tmp_path: Path) -> None:
     assert f"after {len(doc.trials)} trial(s) of at most 5" in out
     assert "report: profiles, trials and the measured edge as one HTML page" in out
     assert out.strip().splitlines()[-1] == f"report: {folder / 'report.html'}"
+    # the sweep's two runs compared: B at 1 request/s against A at 0.5 (4 and 2 scaled)
+    assert "compare the 1 request/s run (B) with the 0.5 request/s run (A)" in out
+    comparison = json.loads((folder / "trial" / "comparison.json").read_text())
+    assert comparison["exit_code"] in (0, 2) and comparison["workloads_differ"] is False
+    (pair,) = comparison["pairs"]
+    assert (pair["rate_a"], pair["rate_b"]) == (2.0, 4.0)
+    assert pair["attainment"]["requests_a"] == pair["attainment"]["requests_b"] == 4
+    assert f"   verdict at 95%: {'worse: ' if comparison['worse'] else 'nothing'}" in out
+    verdict = (
+        f"worse: {'; '.join(comparison['worse'])}" if comparison["worse"] else "nothing got worse"
+    )
+    assert (
+        f"== compared: 1 against 0.5 request/s at 95%: {verdict} (exit {comparison['exit_code']}; "
+        f"{folder / 'trial' / 'comparison.json'})"
+    ) in out
     page = (folder / "report.html").read_text()
     assert 'id="trial-2-rate-1"' in page and 'id="sweep-1"' in page
     assert 'id="trial-3-rate-12"' in page
