@@ -3,7 +3,6 @@ the same bytes for the same inputs."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,11 @@ import pytest
 from narwhal_report import Options, read_inputs, render
 
 from ._kit import write_store_fixture
+from ._page_checks import (
+    assert_ids_unique_and_links_land,
+    assert_nothing_fetched,
+    assert_well_nested,
+)
 
 MAX_BYTES = 2 * 1024 * 1024
 
@@ -65,13 +69,7 @@ def test_verdicts_and_statuses_are_shown(page: str) -> None:
 def test_nothing_is_fetched(page: str) -> None:
     """No script, no external URL in src/href, no @import, no url(...) to the network; the only
     http(s) strings are XML namespaces and the records' own base URLs shown as text."""
-    assert "<script" not in page.lower()
-    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
-    assert "@import" not in page
-    assert not re.search(r"url\(\s*['\"]?\s*(?:https?:)?//", page, re.I)
-    assert "<link" not in page.lower() and "<iframe" not in page.lower()
-    hrefs = re.findall(r"""href=["']([^"']*)["']""", page)
-    assert hrefs and all(h.startswith("#") for h in hrefs)
+    assert_nothing_fetched(page)
 
 
 def test_print_stylesheet_and_text_not_glyphs(page: str) -> None:
@@ -124,15 +122,8 @@ def test_no_prediction_without_a_fleet(tmp_path: Path, inputs: dict[str, Path]) 
 
 def test_every_id_is_unique_and_every_link_lands(page: str) -> None:
     """Valid HTML: no id twice (each inline SVG's matplotlib ids carry the figure's own prefix),
-    every in-page link and every SVG reference names an id that exists, and no two entries of the
-    contents read the same."""
-    ids = re.findall(r'\bid="([^"]+)"', page)
-    repeated = sorted({i for i in ids if ids.count(i) > 1})
-    assert not repeated, repeated[:10]
+    every in-page link and every SVG reference names an id that exists, no two entries of the
+    contents read the same, and every element closed in the order opened."""
+    assert_ids_unique_and_links_land(page)
+    assert_well_nested(page)
     assert page.count('id="svg1-figure_1"') == 1 and page.count('id="svg2-figure_1"') == 1
-    known = set(ids)
-    targets = re.findall(r'href="#([^"]+)"', page) + re.findall(r"url\(#([^)]+)\)", page)
-    assert targets and not [t for t in targets if t not in known]
-    contents = page.split("<nav", 1)[1].split("</nav>", 1)[0]
-    entries = re.findall(r'<a href="#[^"]+">([^<]+)</a>', contents)
-    assert len(entries) == len(set(entries)), entries

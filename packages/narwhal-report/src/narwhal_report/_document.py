@@ -113,7 +113,8 @@ def _curves(
     return curves, notes
 
 
-def _contents(sections: list[Section]) -> Markup:
+def contents(sections: list[Section]) -> Markup:
+    """The page's table of contents: each section and its subsections, linked."""
     items = []
     for s in sections:
         sub = join(tag("li", tag("a", c.title, href=f"#{c.id}")) for c in s.children)
@@ -131,9 +132,10 @@ def _contents(sections: list[Section]) -> Markup:
     return tag("nav", join([tag("strong", "Contents"), tag("ul", join(items))]))
 
 
-def _render(section: Section, level: int, first: bool = False) -> Markup:
+def render_section(section: Section, level: int, first: bool = False) -> Markup:
+    """``section`` as HTML, its heading at ``level``, its subsections one level down."""
     heading = tag(f"h{level}", section.title, id=section.id, class_="first" if first else None)
-    children = join(_render(c, level + 1) for c in section.children)
+    children = join(render_section(c, level + 1) for c in section.children)
     return tag("section", join([heading, section.body, children]), class_=f"level{level}")
 
 
@@ -150,19 +152,30 @@ def render(inputs: Inputs, options: Options | None = None) -> bytes:
     body = join(
         [
             tag("header", join([tag("h1", "narwhal report"), tag("p", lead, class_="sub")])),
-            _contents(sections),
-            join(_render(s, 2, first=k == 0) for k, s in enumerate(sections)),
-            tag(
-                "footer",
-                f"Written by {generator()}. Self-contained: no script, no font and no "
-                "address is fetched; figures are static SVG.",
-            ),
+            contents(sections),
+            join(render_section(s, 2, first=k == 0) for k, s in enumerate(sections)),
+            footer(f"Written by {generator()}."),
         ]
     )
+    return html_page("narwhal report", body)
+
+
+def footer(written_by: str) -> Markup:
+    """The page's last words: who wrote it, and that it fetches nothing."""
+    return tag(
+        "footer",
+        f"{written_by} Self-contained: no script, no font and no address is fetched; figures "
+        "are static SVG.",
+    )
+
+
+def html_page(title: str, body: Markup, css: str = "") -> bytes:
+    """The whole HTML document around ``body`` (UTF-8; ``css`` added to the page's own), every
+    inline SVG's ids made unique."""
     page = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{esc('narwhal report')}</title>\n<style>{CSS}</style>\n</head>\n"
+        f"<title>{esc(title)}</title>\n<style>{CSS}{css}</style>\n</head>\n"
         f"<body>\n{body}\n</body>\n</html>\n"
     )
     return _svg.unique_ids(page).encode()

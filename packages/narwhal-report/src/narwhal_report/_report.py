@@ -1,14 +1,17 @@
-"""Reading the inputs, rendering the page and writing it atomically (0600)."""
+"""Reading the inputs (or comparing two sides), rendering the page and writing it atomically
+(0600)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
+from narwhal_report._compare_page import render_comparison
 from narwhal_report._document import Options, render
 from narwhal_report._errors import ReportError, ReportUsageError
 from narwhal_report._inputs import check_out, read_inputs
 from narwhal_store import DestinationError, StoreError, write_file_atomic
+from narwhal_trial import CompareRequest
 
 
 def write_report(
@@ -26,6 +29,23 @@ def write_report(
     check_out(out)
     inputs = read_inputs(paths, fleet)
     page = render(inputs, Options(kv_transfer_s_per_token=kv_transfer_s_per_token))
+    return _write(out, page)
+
+
+def write_comparison(request: CompareRequest, out: Path) -> Path:
+    """Compare ``request``'s two sides (as ``narwhal-trial compare``), render the comparison page
+    and write it to ``out``. The verdict is on the page, not in an exception: a side that got
+    worse still gives a page.
+
+    ``ReportUsageError`` for an unusable ``out``, a side that is missing or unreadable, or sides
+    that are not comparable; ``ReportError`` when the page could not be written; either way
+    ``out`` is left as it was.
+    """
+    check_out(out)
+    return _write(out, render_comparison(request))
+
+
+def _write(out: Path, page: bytes) -> Path:
     try:
         write_file_atomic(out, page)
     except DestinationError as exc:

@@ -1,22 +1,26 @@
-"""``narwhal-report PATH… --out report.html``: a thin typer shell over :func:`write_report`.
+"""``narwhal-report PATH… --out report.html`` and ``narwhal-report --compare A B --out
+page.html``: a thin typer shell over :func:`write_report` and :func:`write_comparison`.
 
 Errors are one line ``narwhal-report: error: …``: exit 2 for bad input (a missing path, one that
-is neither a profile store nor a trial run folder, an unusable --out), 1 for a blocking error, 130
-when interrupted. Nothing is written on failure. ``--version`` prints the installed distribution's
-version (from its metadata).
+is neither a profile store nor a trial run folder, an unusable --out, ``--compare`` without its two
+paths or beside PATHs, sides compare refuses), 1 for a blocking error, 130 when interrupted.
+Nothing is written on failure. ``--version`` prints the installed distribution's version (from its
+metadata).
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from narwhal_report._errors import ReportError
-from narwhal_report._report import write_report
+from narwhal_report._errors import ReportError, ReportUsageError
+from narwhal_report._report import write_comparison, write_report
+from narwhal_trial import CompareRequest
 
 PROG = "narwhal-report"
 DISTRIBUTION = "narwhal-report"
@@ -28,17 +32,71 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit(0)
 
 
+def _two_paths(value: tuple[Path, Path] | None) -> tuple[Path, Path] | None:
+    """``--compare``'s two values, refusing an option taken for the second path (``--compare A
+    --out F``: click hands over the next two words, whatever they are)."""
+    if value is not None and any(str(v).startswith("-") for v in value):
+        raise typer.BadParameter("takes two paths, A and B")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class CompareOptions:
+    """``--compare A B`` and the options that go with it alone, checked together with the
+    report's own (the two pages take different inputs: a mix is refused, not half obeyed)."""
+
+    sides: tuple[Path, Path] | None
+    confidence: float | None
+    seed: int | None
+    allow_different_workloads: bool
+
+    def request(
+        self, paths: list[Path], *, fleet: Path | None, kv_transfer: float
+    ) -> CompareRequest | None:
+        """The comparison asked for, or None for the report; ``ReportUsageError`` when the
+        options mix the two, or give neither."""
+        if self.sides is None:
+            alone = [
+                flag
+                for flag, given in (
+                    ("--confidence", self.confidence is not None),
+                    ("--seed", self.seed is not None),
+                    ("--allow-different-workloads", self.allow_different_workloads),
+                )
+                if given
+            ]
+            if alone:
+                raise ReportUsageError(f"{', '.join(alone)}: only with --compare A B")
+            if not paths:
+                raise ReportUsageError(
+                    "give PATH… (profile stores, trial run folders, edge folders) or --compare A B"
+                )
+            return None
+        if paths:
+            given = " ".join(map(str, paths))
+            raise ReportUsageError(f"--compare A B takes no PATH beside it (got {given})")
+        if fleet is not None or kv_transfer:
+            raise ReportUsageError("--fleet and --kv-transfer-s-per-token: not with --compare")
+        a, b = self.sides
+        request = CompareRequest(
+            a, b, seed=self.seed or 0, allow_different_workloads=self.allow_different_workloads
+        )
+        if self.confidence is not None:
+            request = replace(request, confidence=self.confidence)
+        return request
+
+
 def _command(
+    out: Annotated[Path, typer.Option("--out", help="The HTML file to write (0600).")],
     paths: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(
             help="Profile stores (their .samples.json sidecar beside them), trial "
             "run folders and edge folders (load_trial.py edge), one or many.",
             show_default=False,
             metavar="PATH",
         ),
-    ],
-    out: Annotated[Path, typer.Option("--out", help="The HTML file to write (0600).")],
+    ] = None,
     fleet: Annotated[
         Path | None,
         typer.Option(
@@ -56,6 +114,43 @@ def _command(
             "per prompt token to move a split request's KV (as predict's option).",
         ),
     ] = 0.0,
+    compare: Annotated[
+        tuple[Path, Path] | None,
+        typer.Option(
+            "--compare",
+            metavar="A B",
+            callback=_two_paths,
+            show_default=False,
+            help="Instead of PATH…: a page comparing two deployments as `narwhal-trial compare A "
+            "B` judges them (A the baseline, B the change; each a run folder, an edge folder or a "
+            "folder of run folders): the verdicts, both sides' TTFT and TPOT distributions and "
+            "attainment against rate.",
+        ),
+    ] = None,
+    confidence: Annotated[
+        float | None,
+        typer.Option(
+            "--confidence",
+            show_default=False,
+            help="With --compare: of every interval, 0.5 to 0.999 (default 0.95).",
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed",
+            min=0,
+            show_default=False,
+            help="With --compare: seed of the bootstrap (default 0).",
+        ),
+    ] = None,
+    allow_different_workloads: Annotated[
+        bool,
+        typer.Option(
+            "--allow-different-workloads",
+            help="With --compare: compare runs of different workload files.",
+        ),
+    ] = False,
     version: Annotated[
         bool,
         typer.Option(
@@ -67,9 +162,15 @@ def _command(
     ] = False,
 ) -> None:
     """Profiles and trials as one offline HTML page: fits, CDFs, timelines, attainment against
-    rate with the prediction, measured edges beside the predicted band. No engine is contacted."""
+    rate with the prediction, measured edges beside the predicted band; or (--compare A B) two
+    deployments' verdicts and distributions side by side. No engine is contacted."""
     del version  # handled by its eager callback
-    written = write_report(paths, out, fleet=fleet, kv_transfer_s_per_token=kv_transfer)
+    options = CompareOptions(compare, confidence, seed, allow_different_workloads)
+    request = options.request(paths or [], fleet=fleet, kv_transfer=kv_transfer)
+    if request is None:
+        written = write_report(paths or [], out, fleet=fleet, kv_transfer_s_per_token=kv_transfer)
+    else:
+        written = write_comparison(request, out)
     print(f"wrote report to {written}")
 
 
