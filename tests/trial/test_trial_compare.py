@@ -13,6 +13,7 @@ from narwhal_trial import Manifest
 from narwhal_trial._errors import NotComparableError
 from narwhal_trial.compare._compare import CompareRequest, compare_sides
 
+from ..report.test_report_edge import write_edge_fixture
 from ._run_kit import write_run
 from .conftest import Cli
 
@@ -151,3 +152,16 @@ def test_a_confidence_out_of_range_is_refused(tmp_path: Path, cli: Cli, confiden
     a = _run(tmp_path / "a", 1)
     line = _refused(cli, tmp_path, str(a), str(tmp_path / "nope"), "--confidence", confidence)
     assert f"--confidence must be in [0.5, 0.999], got {confidence}" in line
+
+
+def test_an_edge_with_a_repeated_invalid_trial_compares_its_judged_trials(tmp_path: Path) -> None:
+    """The search repeated the trial whose client fell behind; that trial is left out of the
+    pairs, not a reason to refuse the edge."""
+    a = write_edge_fixture(tmp_path / "a")
+    b = write_edge_fixture(tmp_path / "b")
+    doc = compare_sides(CompareRequest(a, b))
+    assert doc.edge is not None and doc.edge.verdict == "no detectable difference"
+    invalid = [r for r in json.loads((a / "edge.json").read_text())["trials"]
+               if not r["client_schedule_valid"]]  # fmt: skip
+    assert invalid and all(p.run_a != str(a / t["run"]) for p in doc.pairs for t in invalid)
+    assert doc.pairs and doc.exit_code == 0

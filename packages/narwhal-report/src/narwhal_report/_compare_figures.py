@@ -5,15 +5,12 @@ each engine's fitted-latency ratio B / A with its interval."""
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from narwhal_report import _svg
 from narwhal_report._compare_inputs import Compared, SideRuns
 from narwhal_report._sweep_section import finish_attainment_axes
-from narwhal_trial import TrialRun
-
-if TYPE_CHECKING:  # the document's parts, not exported on their own by narwhal_trial
-    from narwhal_trial.documents._comparison import FitChange
+from narwhal_trial import FitChange, TrialRun
 
 SIDE_COLOUR = {"A": _svg.BLUE, "B": _svg.SLOW}
 """Each side's colour on every figure (A blue, B orange)."""

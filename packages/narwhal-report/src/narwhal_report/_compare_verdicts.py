@@ -7,20 +7,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from narwhal_report._html import Markup, esc, facts, join, table, tag, warnings
-from narwhal_trial import Comparison
-
-if TYPE_CHECKING:  # the document's parts, not exported on their own by narwhal_trial
-    from narwhal_trial.documents._comparison import (
-        EdgeVerdict,
-        FitChange,
-        ProportionVerdict,
-        RatePair,
-        ShiftVerdict,
-        SideFacts,
-    )
+from narwhal_trial import (
+    Comparison,
+    EdgeVerdict,
+    FitChange,
+    ProportionVerdict,
+    RatePair,
+    ShiftVerdict,
+    SideFacts,
+)
 
 VERDICT_CLASS = {"better": "ok", "worse": "bad", "no detectable difference": "na"}
 """The badge class of each verdict: green, red, grey."""

@@ -29,7 +29,16 @@ from narwhal_trial._stats import required_good, wilson_interval
 from narwhal_trial.checks._check import run_checks
 from narwhal_trial.checks._reconcile import Reconciliation, read_journal, reconcile
 from narwhal_trial.compare._compare import CompareRequest, compare_sides
-from narwhal_trial.documents._comparison import Comparison
+from narwhal_trial.documents._comparison import (
+    Comparison,
+    Difference,
+    EdgeVerdict,
+    FitChange,
+    ProportionVerdict,
+    RatePair,
+    ShiftVerdict,
+    SideFacts,
+)
 from narwhal_trial.documents._prediction import Prediction
 from narwhal_trial.documents._records import (
     STATUSES,
@@ -103,12 +112,15 @@ __all__ = [
     "Comparison",
     "CounterDelta",
     "DensestSecond",
+    "Difference",
     "Distribution",
     "DrainError",
     "EdgeRun",
     "EdgeSearch",
+    "EdgeVerdict",
     "EngineModel",
     "EngineView",
+    "FitChange",
     "FleetModel",
     "FleetView",
     "Histogram",
@@ -125,7 +137,9 @@ __all__ = [
     "PredictRequest",
     "Prediction",
     "PrepareError",
+    "ProportionVerdict",
     "QuantileInterval",
+    "RatePair",
     "ReadError",
     "ReceiverFacts",
     "Reconciliation",
@@ -139,6 +153,8 @@ __all__ = [
     "ServerPage",
     "ServerTiming",
     "ServerView",
+    "ShiftVerdict",
+    "SideFacts",
     "SpanView",
     "Status",
     "Summary",

@@ -1,9 +1,10 @@
 """The two sides of a comparison read, checked comparable, and their differences listed.
 
-A side is a run folder, an edge folder (its trials' runs), or a folder of run folders (a set at
-several rates). Two sides are comparable when every run used the same workload file (unless
-``--allow-different-workloads``), the same SLO and attainment target, and kept its schedule; a
-refusal is one ``NotComparableError`` line naming both values.
+A side is a run folder, an edge folder (its trials' runs, but those whose client fell behind:
+the search repeated them), or a folder of run folders (a set at several rates). Two sides are
+comparable when every run used the same workload file (unless ``--allow-different-workloads``),
+the same SLO and attainment target, and kept its schedule; a refusal is one
+``NotComparableError`` line naming both values.
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ def read_side(path: Path, label: str) -> Side:
     """Read ``path`` as a side; ReadError names it when it is none of the three."""
     if is_edge_folder(path):
         edge = read_edge(path)
-        return Side(label, path, "edge", tuple(edge.runs), edge.search)
+        # a trial whose client fell behind was repeated by the search and never judged: its
+        # repeat (or the bracket) speaks for that rate
+        kept = tuple(r for r in edge.runs if r.summary.client_schedule_valid)
+        return Side(label, path, "edge", kept or tuple(edge.runs), edge.search)
     if is_run_folder(path):
         return Side(label, path, "run", (read_run(path),), None)
     if path.is_dir() and not path.is_symlink():
