@@ -24,6 +24,7 @@ LAYERS: dict[str, list[str | tuple[str, ...]]] = {
         "cli",
     ],
     "narwhal_profile_cli": ["sweeps", "results"],
+    "narwhal_report": ["compare"],
     "narwhal_sim": ["model", "engine", "router"],
 }
 """Each split package's sub-packages, lowest layer first."""

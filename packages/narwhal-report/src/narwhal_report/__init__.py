@@ -8,11 +8,11 @@ them (a ``CompareRequest``): the verdicts and both sides' figures on one page. T
 ``narwhal-report PATH… --out report.html`` (``--compare A B`` for a comparison).
 """
 
-from narwhal_report._compare_page import render_comparison
 from narwhal_report._document import Options, render
 from narwhal_report._errors import ReportError, ReportUsageError
 from narwhal_report._inputs import Inputs, read_inputs
 from narwhal_report._report import write_comparison, write_report
+from narwhal_report.compare._page import render_comparison
 
 __all__ = [
     "Inputs",

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from narwhal_report._compare_page import render_comparison
 from narwhal_report._document import Options, render
 from narwhal_report._errors import ReportError, ReportUsageError
 from narwhal_report._inputs import check_out, read_inputs
+from narwhal_report.compare._page import render_comparison
 from narwhal_store import DestinationError, StoreError, write_file_atomic
 from narwhal_trial import CompareRequest
 

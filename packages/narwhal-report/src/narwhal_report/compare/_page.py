@@ -6,9 +6,11 @@ self-contained HTML file as the report's."""
 from __future__ import annotations
 
 from narwhal_report import _svg
-from narwhal_report._compare_figures import attainment_figure, cdf_pair_figure, fit_ratio_figure
-from narwhal_report._compare_inputs import Compared, read_comparison
-from narwhal_report._compare_verdicts import (
+from narwhal_report._document import contents, footer, generator, html_page, render_section
+from narwhal_report._html import Markup, Section, figure, join, slug, table, tag
+from narwhal_report.compare._figures import attainment_figure, cdf_pair_figure, fit_ratio_figure
+from narwhal_report.compare._inputs import Compared, read_comparison
+from narwhal_report.compare._verdicts import (
     differences,
     edge_part,
     fits_in_brief,
@@ -18,8 +20,6 @@ from narwhal_report._compare_verdicts import (
     verdict_badge,
     verdict_table,
 )
-from narwhal_report._document import contents, footer, generator, html_page, render_section
-from narwhal_report._html import Markup, Section, figure, join, slug, table, tag
 from narwhal_trial import CompareRequest
 
 TITLE = "narwhal comparison"

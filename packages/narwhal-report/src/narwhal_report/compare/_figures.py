@@ -8,8 +8,8 @@ from decimal import Decimal
 from typing import Any
 
 from narwhal_report import _svg
-from narwhal_report._compare_inputs import Compared, SideRuns
 from narwhal_report._sweep_section import finish_attainment_axes
+from narwhal_report.compare._inputs import Compared, SideRuns
 from narwhal_trial import FitChange, TrialRun
 
 SIDE_COLOUR = {"A": _svg.BLUE, "B": _svg.SLOW}
