@@ -10,11 +10,13 @@ metadata).
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import sys
 from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, get_type_hints
 
 import typer
 
@@ -40,54 +42,13 @@ def _two_paths(value: tuple[Path, Path] | None) -> tuple[Path, Path] | None:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class CompareOptions:
-    """``--compare A B`` and the options that go with it alone, checked together with the
-    report's own (the two pages take different inputs: a mix is refused, not half obeyed)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReportOptions:
+    """Every option of ``narwhal-report``, declared once (each annotation carries its typer
+    declaration, as the other commands' options do), and checked together: the report and the
+    comparison page take different inputs, so a mix is refused, not half obeyed."""
 
-    sides: tuple[Path, Path] | None
-    confidence: float | None
-    seed: int | None
-    allow_different_workloads: bool
-
-    def request(
-        self, paths: list[Path], *, fleet: Path | None, kv_transfer: float
-    ) -> CompareRequest | None:
-        """The comparison asked for, or None for the report; ``ReportUsageError`` when the
-        options mix the two, or give neither."""
-        if self.sides is None:
-            alone = [
-                flag
-                for flag, given in (
-                    ("--confidence", self.confidence is not None),
-                    ("--seed", self.seed is not None),
-                    ("--allow-different-workloads", self.allow_different_workloads),
-                )
-                if given
-            ]
-            if alone:
-                raise ReportUsageError(f"{', '.join(alone)}: only with --compare A B")
-            if not paths:
-                raise ReportUsageError(
-                    "give PATH… (profile stores, trial run folders, edge folders) or --compare A B"
-                )
-            return None
-        if paths:
-            given = " ".join(map(str, paths))
-            raise ReportUsageError(f"--compare A B takes no PATH beside it (got {given})")
-        if fleet is not None or kv_transfer:
-            raise ReportUsageError("--fleet and --kv-transfer-s-per-token: not with --compare")
-        a, b = self.sides
-        request = CompareRequest(
-            a, b, seed=self.seed or 0, allow_different_workloads=self.allow_different_workloads
-        )
-        if self.confidence is not None:
-            request = replace(request, confidence=self.confidence)
-        return request
-
-
-def _command(
-    out: Annotated[Path, typer.Option("--out", help="The HTML file to write (0600).")],
+    out: Annotated[Path, typer.Option("--out", help="The HTML file to write (0600).")]
     paths: Annotated[
         list[Path] | None,
         typer.Argument(
@@ -96,7 +57,7 @@ def _command(
             show_default=False,
             metavar="PATH",
         ),
-    ] = None,
+    ] = None
     fleet: Annotated[
         Path | None,
         typer.Option(
@@ -104,7 +65,7 @@ def _command(
             help="The fleet file the stores were profiled for (default: a "
             "fleet.json beside a store or one folder up with the store's fleet SHA-256).",
         ),
-    ] = None,
+    ] = None
     kv_transfer: Annotated[
         float,
         typer.Option(
@@ -113,7 +74,7 @@ def _command(
             help="For the predicted curve: seconds "
             "per prompt token to move a split request's KV (as predict's option).",
         ),
-    ] = 0.0,
+    ] = 0.0
     compare: Annotated[
         tuple[Path, Path] | None,
         typer.Option(
@@ -126,7 +87,7 @@ def _command(
             "folder of run folders): the verdicts, both sides' TTFT and TPOT distributions and "
             "attainment against rate.",
         ),
-    ] = None,
+    ] = None
     confidence: Annotated[
         float | None,
         typer.Option(
@@ -134,7 +95,7 @@ def _command(
             show_default=False,
             help="With --compare: of every interval, 0.5 to 0.999 (default 0.95).",
         ),
-    ] = None,
+    ] = None
     seed: Annotated[
         int | None,
         typer.Option(
@@ -143,15 +104,54 @@ def _command(
             show_default=False,
             help="With --compare: seed of the bootstrap (default 0).",
         ),
-    ] = None,
+    ] = None
     allow_different_workloads: Annotated[
         bool,
         typer.Option(
             "--allow-different-workloads",
             help="With --compare: compare runs of different workload files.",
         ),
-    ] = False,
-    version: Annotated[
+    ] = False
+
+    def request(self) -> CompareRequest | None:
+        """The comparison asked for, or None for the report; ``ReportUsageError`` when the
+        options mix the two, or give neither."""
+        if self.compare is None:
+            alone = [
+                flag
+                for flag, given in (
+                    ("--confidence", self.confidence is not None),
+                    ("--seed", self.seed is not None),
+                    ("--allow-different-workloads", self.allow_different_workloads),
+                )
+                if given
+            ]
+            if alone:
+                raise ReportUsageError(f"{', '.join(alone)}: only with --compare A B")
+            if not self.paths:
+                raise ReportUsageError(
+                    "give PATH… (profile stores, trial run folders, edge folders) or --compare A B"
+                )
+            return None
+        if self.paths:
+            given = " ".join(map(str, self.paths))
+            raise ReportUsageError(f"--compare A B takes no PATH beside it (got {given})")
+        if self.fleet is not None or self.kv_transfer:
+            raise ReportUsageError("--fleet and --kv-transfer-s-per-token: not with --compare")
+        a, b = self.compare
+        request = CompareRequest(
+            a, b, seed=self.seed or 0, allow_different_workloads=self.allow_different_workloads
+        )
+        if self.confidence is not None:
+            request = replace(request, confidence=self.confidence)
+        return request
+
+
+_VERSION = inspect.Parameter(
+    "version",
+    inspect.Parameter.KEYWORD_ONLY,
+    default=False,
+    annotation=Annotated[
         bool,
         typer.Option(
             "--version",
@@ -159,18 +159,48 @@ def _command(
             callback=_version_callback,
             help="Print the installed distribution version.",
         ),
-    ] = False,
-) -> None:
+    ],
+)
+
+
+def _parameters() -> inspect.Signature:
+    """The command's parameters as typer reads them: each field of ``ReportOptions`` (its typer
+    declaration and default), then ``--version``."""
+    hints = get_type_hints(ReportOptions, include_extras=True)
+    return inspect.Signature(
+        [
+            *(
+                inspect.Parameter(
+                    field.name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=inspect.Parameter.empty
+                    if field.default is dataclasses.MISSING
+                    else field.default,
+                    annotation=hints[field.name],
+                )
+                for field in dataclasses.fields(ReportOptions)
+            ),
+            _VERSION,
+        ]
+    )
+
+
+def _command(**given: Any) -> None:
     """Profiles and trials as one offline HTML page: fits, CDFs, timelines, attainment against
     rate with the prediction, measured edges beside the predicted band; or (--compare A B) two
     deployments' verdicts and distributions side by side. No engine is contacted."""
-    del version  # handled by its eager callback
-    options = CompareOptions(compare, confidence, seed, allow_different_workloads)
-    request = options.request(paths or [], fleet=fleet, kv_transfer=kv_transfer)
+    del given["version"]  # handled by its eager callback
+    options = ReportOptions(**given)
+    request = options.request()
     if request is None:
-        written = write_report(paths or [], out, fleet=fleet, kv_transfer_s_per_token=kv_transfer)
+        written = write_report(
+            options.paths or [],
+            options.out,
+            fleet=options.fleet,
+            kv_transfer_s_per_token=options.kv_transfer,
+        )
     else:
-        written = write_comparison(request, out)
+        written = write_comparison(request, options.out)
     print(f"wrote report to {written}")
 
 
@@ -179,6 +209,8 @@ def main(argv: list[str] | None = None) -> None:
     and one line, a usage error typer finds itself is one line and exit 2, Ctrl-C exit 130."""
     args = list(sys.argv[1:] if argv is None else argv)
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    # typer reads the parameters from the signature: built here, not when the module is imported
+    _command.__signature__ = _parameters()  # type: ignore[attr-defined]
     app.command()(_command)
     command = typer.main.get_command(app)
     try:
