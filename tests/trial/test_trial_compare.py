@@ -165,3 +165,14 @@ def test_an_edge_with_a_repeated_invalid_trial_compares_its_judged_trials(tmp_pa
                if not r["client_schedule_valid"]]  # fmt: skip
     assert invalid and all(p.run_a != str(a / t["run"]) for p in doc.pairs for t in invalid)
     assert doc.pairs and doc.exit_code == 0
+
+
+def test_what_differs_names_the_engine_version(tmp_path: Path) -> None:
+    """The engine's version each run recorded (GET /version) is listed when it differs."""
+    a, b = _run(tmp_path / "a", 1), _run(tmp_path / "b", 2)
+    for side, version in ((a, "0.11.0"), (b, "0.12.0")):
+        doc = json.loads((side / "manifest.json").read_bytes())
+        doc["server_version"] = version
+        (side / "manifest.json").write_text(json.dumps(doc))
+    found = {d.what: (d.a, d.b) for d in compare_sides(CompareRequest(a, b)).differences}
+    assert found["engine version"] == ("0.11.0", "0.12.0")

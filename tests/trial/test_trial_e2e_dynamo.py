@@ -116,6 +116,7 @@ def test_run_through_the_frontend_omits_what_it_refuses_and_counts_by_usage(
     assert said + "counted by usage; manifest.json request_fields)" in ran.stderr
     manifest, records, summary = read_run(out)
     fields = manifest["request_fields"]
+    assert manifest["server_version"] is None  # Dynamo's frontend has no /version
     assert [o["field"] for o in fields["omitted"]] == ["add_special_tokens", "return_token_ids"]
     assert all("no effect" in o["reason"] or "usage" in o["reason"] for o in fields["omitted"])
     assert fields["token_counting"] == "usage"

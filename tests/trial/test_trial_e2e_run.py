@@ -64,6 +64,7 @@ def test_passing_rate_exits_0_with_complete_records(
     ):
         assert manifest[key], key  # fmt: skip
     assert manifest["limits"]["max_in_flight"] == 64 and manifest["limits"]["max_lag_s"] == 0.25
+    assert isinstance(manifest["server_version"], str) and manifest["server_version"]  # /version
     assert manifest["limits"]["stream_transport"] == "raw"  # --transport auto, http:// base
     # connections opened ahead: rate x warm-up duration x 1.25 + 1, so at least 2 at 20 req/s
     assert 2 <= summary["client"]["preconnected"] <= 64

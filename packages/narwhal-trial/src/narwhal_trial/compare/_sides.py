@@ -103,11 +103,12 @@ def _workload(m: Manifest) -> str:
 
 
 def differences(a: Side, b: Side) -> list[Difference]:
-    """What the two sides' first manifests disagree on: the client's version and settings, the
-    engines' launch records, the scheduler settings a frontend published, the fleet file, the
-    served model, the base URL and the offered load."""
+    """What the two sides' first manifests disagree on: the engine's version (``GET /version``),
+    the client's version and settings, the engines' launch records, the scheduler settings a
+    frontend published, the fleet file, the served model, the base URL and the offered load."""
     ma, mb = a.runs[0].manifest, b.runs[0].manifest
     facts: list[tuple[str, str | None, str | None]] = [
+        ("engine version", ma.server_version, mb.server_version),
         ("client version", ma.helper_version, mb.helper_version),
         ("client digest", ma.helper_digest[:12], mb.helper_digest[:12]),
         ("model", ma.model, mb.model),

@@ -154,6 +154,11 @@ class Manifest(ClosedModel):
         description="the scheduler settings the frontend publishes for the model (NVIDIA "
         "Dynamo's dynamo_frontend_model_* gauges); null when it publishes none",
     )
+    server_version: str | None = Field(
+        default=None,
+        description="what GET /version of the base URL answered before the probe (vLLM's "
+        "version, through a router that forwards it); null when it answered none",
+    )
 
 
 class RequestRecord(ClosedModel):

@@ -35,7 +35,7 @@ from narwhal_trial.run._schedule_view import schedule_view
 from narwhal_trial.run._settings import RUN_FILES, RunSettings, receiver_address
 from narwhal_trial.run._summary import RunFacts, summarize
 from narwhal_trial.run._writer import RecordWriter
-from narwhal_trial.server._frontend import read_frontend_scheduler
+from narwhal_trial.server._frontend import read_frontend_scheduler, read_server_version
 from narwhal_trial.server._launch import LaunchRecord, keep, read_launch_records, refuse_caching_on
 from narwhal_trial.server._otlp_receiver import Receiver, check_listen
 from narwhal_trial.server._report import SpanInputs, write_server_view
@@ -331,6 +331,7 @@ class _Trial:
             update={
                 "request_fields": fields,
                 "frontend_scheduler": await read_frontend_scheduler(client, w.model),
+                "server_version": await read_server_version(client),
             }
         )
         try:

@@ -30,6 +30,15 @@ async def read_frontend_scheduler(client: EngineClient, model: str) -> FrontendS
     return frontend_scheduler(snapshot, model, f"{client.base_url}/metrics")
 
 
+async def read_server_version(client: EngineClient) -> str | None:
+    """``GET /version`` of ``client``'s server (vLLM's version); None when it answers none (a
+    router that does not forward it, or NVIDIA Dynamo's frontend, which has no such route)."""
+    try:
+        return await client.version()
+    except EngineClientError:
+        return None
+
+
 async def published_by_engine(
     client: EngineClient, engines: Mapping[str, str | None]
 ) -> dict[str, FrontendScheduler]:
