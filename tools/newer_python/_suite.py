@@ -7,8 +7,8 @@ The run folder is ``ROOT/narwhal`` (``/narwhal`` in the chroot), emptied at the 
 - ``repo/``: what the tests read from a checkout and nothing importable: ``tests/``,
   ``tools/measurement/`` (the trial tests' launcher), ``examples/``, the root ``pyproject.toml``
   (the pytest settings: ``filterwarnings = ["error"]``, ``--import-mode=importlib``, the per-test
-  timeout) and each package's folder WITHOUT ``src/`` (READMEs, schemas), so every ``narwhal_*``
-  import resolves to the installed wheels;
+  timeout) and ``README.md`` (examples the tests hold it to), and each package's folder WITHOUT
+  ``src/`` (READMEs, schemas), so every ``narwhal_*`` import resolves to the installed wheels;
 - ``venv/``: a fresh venv of the root's ``python3`` with the seven wheels installed as files and
   the test dependencies (the lower bounds of the root ``pyproject.toml``'s ``dev`` group, less the
   linters) from the package index, binary wheels only;
@@ -78,6 +78,10 @@ LEFT_OUT = (
     "tests/profile/test_profile_keepalive.py",
     "tests/profile/test_modes_merge.py",
 )
+#: Single tests that need code of the checkout the tier does not copy: the comparison page's
+#: screenshot drives the conformance tier's Chromium helper (``tools/conformance/_browser.py``).
+#: ``make test`` runs them on 3.11.
+DESELECTED = ("tests/report/test_report_compare.py::test_chromium_draws_the_page",)
 #: The tests' own subprocesses (the commands, the simulator) turn deprecations into errors too:
 #: pytest's ``filterwarnings`` reaches only its own process.
 WARNINGS = "error::DeprecationWarning,error::PendingDeprecationWarning"
@@ -156,7 +160,8 @@ def copy_checkout(run: Run) -> int:
     skip = shutil.ignore_patterns(*SKIP_NAMES)
     for name in COPIED:
         shutil.copytree(REPO / name, dest / name, ignore=skip)
-    shutil.copy2(REPO / "pyproject.toml", dest / "pyproject.toml")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, dest / name)
     for member in package_dirs():
 
         def no_sources(folder: str, names: list[str], top: str = str(member)) -> set[str]:
@@ -287,10 +292,15 @@ class Outcome:
 
 
 def selection() -> tuple[list[str], list[str]]:
-    """pytest's arguments for ``TESTS`` less ``LEFT_OUT``, and the left-out files that no longer
-    exist (a stale entry only means more tests run)."""
+    """pytest's arguments for ``TESTS`` less ``LEFT_OUT`` and ``DESELECTED``, and the left-out
+    files that no longer exist (a stale entry only means more tests run)."""
     stale = [path for path in LEFT_OUT if not (REPO / path).is_file()]
-    return [*TESTS, *(f"--ignore={path}" for path in LEFT_OUT)], stale
+    stale += [node for node in DESELECTED if not (REPO / node.partition("::")[0]).is_file()]
+    return [
+        *TESTS,
+        *(f"--ignore={path}" for path in LEFT_OUT),
+        *(f"--deselect={node}" for node in DESELECTED),
+    ], stale
 
 
 def run_tests(run: Run, selected: Sequence[str], extra: Sequence[str]) -> Outcome:
