@@ -29,6 +29,7 @@ from narwhal_trial._stats import required_good, wilson_interval
 from narwhal_trial.checks._check import run_checks
 from narwhal_trial.checks._reconcile import Reconciliation, read_journal, reconcile
 from narwhal_trial.compare._compare import CompareRequest, compare_sides
+from narwhal_trial.compare._sides import CompareSide, read_compare_side
 from narwhal_trial.documents._comparison import (
     Comparison,
     Difference,
@@ -109,6 +110,7 @@ __all__ = [
     "ApiKeyEnv",
     "CheckItem",
     "CompareRequest",
+    "CompareSide",
     "Comparison",
     "CounterDelta",
     "DensestSecond",
@@ -180,6 +182,7 @@ __all__ = [
     "predict",
     "predict_rate",
     "prompt_ids",
+    "read_compare_side",
     "read_edge",
     "read_journal",
     "read_requests",

@@ -9,8 +9,8 @@ from typing import Any
 
 from narwhal_report import _svg
 from narwhal_report._sweep_section import finish_attainment_axes
-from narwhal_report.compare._inputs import Compared, SideRuns
-from narwhal_trial import FitChange, TrialRun
+from narwhal_report.compare._inputs import Compared
+from narwhal_trial import CompareSide, FitChange, TrialRun
 
 SIDE_COLOUR = {"A": _svg.BLUE, "B": _svg.SLOW}
 """Each side's colour on every figure (A blue, B orange)."""
@@ -91,18 +91,18 @@ def attainment_figure(compared: Compared) -> str:
     return _svg.to_svg(fig, "attainment against rate, A and B")
 
 
-def _rates(side: SideRuns) -> list[float]:
+def _rates(side: CompareSide) -> list[float]:
     """Every rate ``side`` ran, and its bracket's ends."""
-    rates = [r.manifest.rate for r in side.runs]
+    rates = [r.manifest.rate for r in side.every_run]
     if side.edge is not None:
         b = side.edge.search.bracket
         rates += [v for v in (b.highest_pass, b.lowest_miss) if v is not None]
     return rates
 
 
-def _side_points(ax: Any, side: SideRuns, dodge: float) -> None:
+def _side_points(ax: Any, side: CompareSide, dodge: float) -> None:
     colour, marker = SIDE_COLOUR[side.label], SIDE_MARKER[side.label]
-    for run in side.runs:
+    for run in side.every_run:
         s = run.summary
         ax.errorbar(
             [run.manifest.rate * dodge],
@@ -115,7 +115,7 @@ def _side_points(ax: Any, side: SideRuns, dodge: float) -> None:
     ax.plot([], [], marker, color=colour, label=f"{side.label} {side.path.name}")
 
 
-def _bracket(ax: Any, side: SideRuns, half: int) -> None:
+def _bracket(ax: Any, side: CompareSide, half: int) -> None:
     """``side``'s measured bracket as a band over one half of the axes' height."""
     if side.edge is None:
         return

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import orjson
+from pydantic import BaseModel
 
 from narwhal_trial._access import ApiKeyEnv, check_base_url
 from narwhal_trial._errors import TrialError
@@ -212,13 +213,20 @@ def predict_command(
             req, published=read_published(req.frontend, req.fleet, api_key_env)
         )
     doc = predict(req)
+    data = write_document(doc, out)
+    return prediction_exit_code(doc), (data if as_json else render_text(doc))
+
+
+def write_document(doc: BaseModel, out: Path | None) -> str:
+    """``doc`` as the JSON a command prints with ``--json``, also written atomically to ``out``
+    (a fresh path its command checked before the work) when given."""
     data = orjson.dumps(doc.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
     if out is not None:
         try:
             atomic_write(out, data + b"\n")
         except OSError as exc:
             raise TrialError(f"cannot write {out}: {exc}") from exc
-    return prediction_exit_code(doc), (data.decode() if as_json else render_text(doc))
+    return data.decode()
 
 
 def prediction_exit_code(doc: Prediction) -> int:

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import typer
 
-from narwhal_trial._errors import TrialError, TrialUsageError
-from narwhal_trial._files import atomic_write, check_fresh_file
+from narwhal_trial._files import check_fresh_file
+from narwhal_trial.cli._commands import write_document
 from narwhal_trial.cli._invocation import Invocation
 from narwhal_trial.compare._compare import DEFAULT_CONFIDENCE, CompareRequest, compare_sides
 from narwhal_trial.compare._profiles import profile_comparer
@@ -75,9 +74,7 @@ class CompareOptions:
     ] = None
 
     def request(self) -> CompareRequest:
-        """The library's input; TrialUsageError names a confidence out of range."""
-        if not 0.5 <= self.confidence <= 0.999:
-            raise TrialUsageError(f"--confidence must be in [0.5, 0.999], got {self.confidence:g}")
+        """The library's input (``compare_sides`` checks the confidence)."""
         return CompareRequest(
             a=self.a,
             b=self.b,
@@ -91,17 +88,11 @@ class CompareOptions:
 def compare_command(options: CompareOptions) -> tuple[int, str]:
     """Compare; returns the exit code (0 nothing got worse, 2 something did) and the text (or
     the JSON document). Writes ``--out`` (a fresh path) atomically, whatever the verdict."""
-    request = options.request()
     if options.out is not None:
         check_fresh_file(options.out, flag="--out")
-    doc = compare_sides(request)
-    data = orjson.dumps(doc.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
-    if options.out is not None:
-        try:
-            atomic_write(options.out, data + b"\n")
-        except OSError as exc:
-            raise TrialError(f"cannot write {options.out}: {exc}") from exc
-    return doc.exit_code, (data.decode() if options.json_out else render_text(doc))
+    doc = compare_sides(options.request())
+    data = write_document(doc, options.out)
+    return doc.exit_code, (data if options.json_out else render_text(doc))
 
 
 def compare_shell(ctx: typer.Context, options: CompareOptions) -> None:

@@ -6,18 +6,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from narwhal_trial._errors import NotComparableError
-from narwhal_trial.compare._intervals import Estimate, proportion_difference, quantile_shift
+from narwhal_trial._provenance import dist_version
+from narwhal_trial.compare._intervals import (
+    check_confidence,
+    proportion_difference,
+    quantile_shift,
+    verdict_of,
+)
 from narwhal_trial.compare._sides import (
-    Side,
+    CompareSide,
     check_comparable,
     differences,
-    read_side,
+    read_compare_side,
 )
 from narwhal_trial.documents._comparison import (
     Comparison,
@@ -50,13 +55,18 @@ class CompareRequest:
     profiles: ProfileComparer | None = None
 
 
-def compare_sides(request: CompareRequest) -> Comparison:
-    """Read both sides, refuse what is not comparable, and judge every measure (B against A)."""
-    a, b = read_side(request.a, "A"), read_side(request.b, "B")
+def compare_sides(
+    request: CompareRequest, sides: tuple[CompareSide, CompareSide] | None = None
+) -> Comparison:
+    """Read both sides (unless ``sides`` holds them, as :func:`read_compare_side` reads them),
+    refuse what is not comparable, and judge every measure (B against A). TrialUsageError names
+    a confidence out of range before either side is read."""
+    check_confidence(request.confidence)
+    a, b = sides or (read_compare_side(request.a, "A"), read_compare_side(request.b, "B"))
     differ = check_comparable(a, b, allow_different_workloads=request.allow_different_workloads)
     rng = np.random.default_rng(request.seed)
     pairs = [_pair(ra, rb, request.confidence, rng) for ra, rb in _paired(a, b)]
-    edge = _edge(a.edge, b.edge) if a.edge is not None and b.edge is not None else None
+    edge = _edge(a.edge.search, b.edge.search) if a.edge and b.edge else None
     if not pairs and edge is None:
         raise NotComparableError(
             f"A and B share no offered load: A ran at {_loads(a)}, B at {_loads(b)}"
@@ -64,7 +74,7 @@ def compare_sides(request: CompareRequest) -> Comparison:
     profiles = None if request.profiles is None else request.profiles(request.confidence, rng)
     worse = _worse(pairs, edge, profiles or [])
     return Comparison(
-        generator=f"narwhal-trial {_version()}",
+        generator=f"narwhal-trial {dist_version('narwhal-trial')}",
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         confidence=request.confidence,
         seed=request.seed,
@@ -80,23 +90,16 @@ def compare_sides(request: CompareRequest) -> Comparison:
     )
 
 
-def _version() -> str:
-    try:
-        return metadata.version("narwhal-trial")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def _load(run: TrialRun) -> tuple[float, float | None]:
     speedup = run.manifest.arguments.get("speedup")
     return run.manifest.rate, float(speedup) if isinstance(speedup, int | float) else None
 
 
-def _loads(side: Side) -> str:
+def _loads(side: CompareSide) -> str:
     return ", ".join(sorted({f"{_load(r)[0]:g} request/s" for r in side.runs}))
 
 
-def _paired(a: Side, b: Side) -> list[tuple[TrialRun, TrialRun]]:
+def _paired(a: CompareSide, b: CompareSide) -> list[tuple[TrialRun, TrialRun]]:
     """Two single runs pair whatever their loads; otherwise each load both sides ran, with the
     last run at that load (an edge's repeat replaces the trial it repeated)."""
     if a.kind == "run" and b.kind == "run":
@@ -104,14 +107,6 @@ def _paired(a: Side, b: Side) -> list[tuple[TrialRun, TrialRun]]:
     by_a = {_load(r): r for r in a.runs}
     by_b = {_load(r): r for r in b.runs}
     return [(by_a[k], by_b[k]) for k in sorted(by_a.keys() & by_b.keys(), key=lambda k: k[0])]
-
-
-def _judge(estimate: Estimate, *, higher_is_better: bool) -> Verdict:
-    if estimate.low > 0:
-        return "better" if higher_is_better else "worse"
-    if estimate.high < 0:
-        return "worse" if higher_is_better else "better"
-    return "no detectable difference"
 
 
 def _pair(a: TrialRun, b: TrialRun, confidence: float, rng: np.random.Generator) -> RatePair:
@@ -137,7 +132,9 @@ def _pair(a: TrialRun, b: TrialRun, confidence: float, rng: np.random.Generator)
                     low_s=shift.low,
                     high_s=shift.high,
                     detectable_s=shift.detectable,
-                    verdict=_judge(shift, higher_is_better=False),
+                    verdict=verdict_of(
+                        shift.low, shift.high, no_change=0.0, higher_is_better=False
+                    ),
                 )
             )
     (rate_a, speedup_a), (rate_b, speedup_b) = _load(a), _load(b)
@@ -157,7 +154,7 @@ def _pair(a: TrialRun, b: TrialRun, confidence: float, rng: np.random.Generator)
             low=attained.low,
             high=attained.high,
             detectable=attained.detectable,
-            verdict=_judge(attained, higher_is_better=True),
+            verdict=verdict_of(attained.low, attained.high, no_change=0.0, higher_is_better=True),
         ),
         latency=latency,
     )

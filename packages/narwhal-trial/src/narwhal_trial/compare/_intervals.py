@@ -9,10 +9,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
+from narwhal_trial._errors import TrialUsageError
 from narwhal_trial._stats import wilson_interval
+from narwhal_trial.documents._comparison import Verdict
 
 POWER = 0.8
 """The power of the minimum detectable effect: the difference found 80 % of the time."""
@@ -20,11 +23,32 @@ RESAMPLES = 2000
 """Bootstrap resamples of each side per quantile."""
 
 
+CONFIDENCES = (0.5, 0.999)
+"""The confidences a comparison takes, both ends included."""
+
+
+def check_confidence(confidence: float) -> None:
+    """TrialUsageError naming ``--confidence`` when it lies outside :data:`CONFIDENCES`."""
+    low, high = CONFIDENCES
+    if not low <= confidence <= high:
+        raise TrialUsageError(f"--confidence must be in [{low}, {high}], got {confidence:g}")
+
+
 def z_of(confidence: float) -> float:
     """The two-sided normal quantile of ``confidence`` (1.96 at 0.95)."""
     if not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must be in [0.5, 1), got {confidence}")
     return NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+
+
+def verdict_of(low: float, high: float, *, no_change: float, higher_is_better: bool) -> Verdict:
+    """Better or worse when the interval ``[low, high]`` lies wholly on one side of
+    ``no_change`` (0 for a difference, 1 for a ratio); else no detectable difference."""
+    if low > no_change:
+        return "better" if higher_is_better else "worse"
+    if high < no_change:
+        return "worse" if higher_is_better else "better"
+    return "no detectable difference"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +96,9 @@ def quantile_shift(
         raise ValueError(f"a quantile shift needs two values a side, got {len(a)} and {len(b)}")
     xa, xb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     difference = float(np.quantile(xb, quantile) - np.quantile(xa, quantile))
-    draws_a = np.quantile(xa[rng.integers(0, len(xa), (resamples, len(xa)))], quantile, axis=1)
-    draws_b = np.quantile(xb[rng.integers(0, len(xb), (resamples, len(xb)))], quantile, axis=1)
-    shifts = draws_b - draws_a
-    tail = (1 - confidence) / 2
-    low, high = (float(v) for v in np.quantile(shifts, [tail, 1 - tail]))
+    draws_a = _resampled(xa, quantile, rng, resamples)  # A first: a seed gives one interval
+    draws_b = _resampled(xb, quantile, rng, resamples)
+    low, high = _percentile_interval(draws_b - draws_a, confidence)
     detectable = _detectable(difference - low, high - difference, z_of(confidence))
     return Estimate(difference, low, high, detectable)
 
@@ -105,11 +127,9 @@ def median_ratio(
     if np.any(xa <= 0) or np.any(xb <= 0):
         raise ValueError("a median ratio needs positive values")
     ratio = float(np.median(xb) / np.median(xa))
-    draws_a = np.median(xa[rng.integers(0, len(xa), (resamples, len(xa)))], axis=1)
-    draws_b = np.median(xb[rng.integers(0, len(xb), (resamples, len(xb)))], axis=1)
-    tail = (1 - confidence) / 2
-    low, high = (float(v) for v in np.quantile(draws_b / draws_a, [tail, 1 - tail]))
-    return Ratio(ratio, low, high)
+    draws_a = _resampled(xa, 0.5, rng, resamples)
+    draws_b = _resampled(xb, 0.5, rng, resamples)
+    return Ratio(ratio, *_percentile_interval(draws_b / draws_a, confidence))
 
 
 def spread_ratio(ratio: float, rel_a: float, rel_b: float, confidence: float) -> Ratio:
@@ -117,6 +137,22 @@ def spread_ratio(ratio: float, rel_a: float, rel_b: float, confidence: float) ->
     times ``exp(±z·√(rel_a² + rel_b²))`` (the errors taken on the log scale)."""
     half = z_of(confidence) * float(np.hypot(rel_a, rel_b))
     return Ratio(ratio, ratio * float(np.exp(-half)), ratio * float(np.exp(half)))
+
+
+def _resampled(
+    x: np.ndarray[Any, np.dtype[np.float64]], quantile: float, rng: np.random.Generator, n: int
+) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """The ``quantile`` of each of ``n`` bootstrap resamples of ``x`` (with replacement)."""
+    return np.quantile(x[rng.integers(0, len(x), (n, len(x)))], quantile, axis=1)
+
+
+def _percentile_interval(
+    draws: np.ndarray[Any, np.dtype[np.float64]], confidence: float
+) -> tuple[float, float]:
+    """The central ``confidence`` share of ``draws``: a percentile bootstrap interval."""
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(draws, [tail, 1 - tail])
+    return float(low), float(high)
 
 
 def _detectable(below: float, above: float, z: float) -> float:

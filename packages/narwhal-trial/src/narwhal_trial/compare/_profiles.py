@@ -48,8 +48,8 @@ from narwhal_store import (
 )
 from narwhal_trial._errors import NotComparableError, ReadError
 from narwhal_trial.compare._compare import ProfileComparer
-from narwhal_trial.compare._intervals import median_ratio, spread_ratio
-from narwhal_trial.documents._comparison import FitChange, Verdict
+from narwhal_trial.compare._intervals import median_ratio, spread_ratio, verdict_of
+from narwhal_trial.documents._comparison import FitChange
 
 BLOCK_INTERVALS = 8
 """Inter-token intervals per decode block: the raw sample of a decode point."""
@@ -152,14 +152,6 @@ def _fit_error(fit: FitDoc, groups: Iterable[list[float]]) -> float | None:
     return math.hypot(misfit or 0.0, noise or 0.0)
 
 
-def _judge(low: float, high: float) -> Verdict:
-    if low > 1:
-        return "worse"
-    if high < 1:
-        return "better"
-    return "no detectable difference"
-
-
 def _point(
     engine: str,
     phase: Literal["prefill", "decode"],
@@ -194,7 +186,7 @@ def _point(
         ratio=ratio,
         low=low,
         high=high,
-        verdict=_judge(low, high),
+        verdict=verdict_of(low, high, no_change=1.0, higher_is_better=False),
     )
 
 

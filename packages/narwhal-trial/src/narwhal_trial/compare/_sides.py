@@ -17,18 +17,24 @@ from narwhal_trial._errors import NotComparableError, ReadError
 from narwhal_trial.documents._comparison import Difference, SideFacts, SideKind
 from narwhal_trial.documents._records import Manifest
 from narwhal_trial.documents._runfolder import TrialRun, is_run_folder, read_run
-from narwhal_trial.edge._document import EdgeSearch, is_edge_folder, read_edge
+from narwhal_trial.edge._document import EdgeRun, is_edge_folder, read_edge
 
 
 @dataclass(frozen=True, slots=True)
-class Side:
-    """One side as read: ``label`` is ``A`` or ``B``."""
+class CompareSide:
+    """One side as read: ``label`` is ``A`` or ``B``; ``runs`` are the runs it is judged by (an
+    edge's trials but those the search repeated), ``edge`` the whole edge folder as read."""
 
     label: str
     path: Path
     kind: SideKind
     runs: tuple[TrialRun, ...]
-    edge: EdgeSearch | None
+    edge: EdgeRun | None
+
+    @property
+    def every_run(self) -> tuple[TrialRun, ...]:
+        """Every run read, an edge's repeated trials too (what a page draws)."""
+        return tuple(self.edge.runs) if self.edge is not None else self.runs
 
     def facts(self) -> SideFacts:
         return SideFacts(
@@ -39,20 +45,20 @@ class Side:
         )
 
 
-def read_side(path: Path, label: str) -> Side:
+def read_compare_side(path: Path, label: str) -> CompareSide:
     """Read ``path`` as a side; ReadError names it when it is none of the three."""
     if is_edge_folder(path):
         edge = read_edge(path)
         # a trial whose client fell behind was repeated by the search and never judged: its
         # repeat (or the bracket) speaks for that rate
         kept = tuple(r for r in edge.runs if r.summary.client_schedule_valid)
-        return Side(label, path, "edge", kept or tuple(edge.runs), edge.search)
+        return CompareSide(label, path, "edge", kept or tuple(edge.runs), edge)
     if is_run_folder(path):
-        return Side(label, path, "run", (read_run(path),), None)
+        return CompareSide(label, path, "run", (read_run(path),), None)
     if path.is_dir() and not path.is_symlink():
         runs = tuple(read_run(p) for p in sorted(path.iterdir()) if is_run_folder(p))
         if runs:
-            return Side(label, path, "runs", runs, None)
+            return CompareSide(label, path, "runs", runs, None)
     what = (
         "does not exist"
         if not path.exists()
@@ -61,7 +67,7 @@ def read_side(path: Path, label: str) -> Side:
     raise ReadError(f"{label} {path} {what}")
 
 
-def check_comparable(a: Side, b: Side, *, allow_different_workloads: bool) -> bool:
+def check_comparable(a: CompareSide, b: CompareSide, *, allow_different_workloads: bool) -> bool:
     """Refuse (NotComparableError) sides that are not comparable; True when their workloads
     differ and that was allowed."""
     for side in (a, b):
@@ -102,7 +108,7 @@ def _workload(m: Manifest) -> str:
     )
 
 
-def differences(a: Side, b: Side) -> list[Difference]:
+def differences(a: CompareSide, b: CompareSide) -> list[Difference]:
     """What the two sides' first manifests disagree on: the engine's version (``GET /version``),
     the client's version and settings, the engines' launch records, the scheduler settings a
     frontend published, the fleet file, the served model, the base URL and the offered load."""
@@ -142,9 +148,9 @@ def _json_or_none(model: object) -> str | None:
     return None if dump is None else str(dump())
 
 
-def _ints(side: Side, field: str) -> str:
+def _ints(side: CompareSide, field: str) -> str:
     return ", ".join(str(getattr(r.manifest, field)) for r in side.runs)
 
 
-def _rates(side: Side) -> str:
+def _rates(side: CompareSide) -> str:
     return ", ".join(f"{r.manifest.rate:g}" for r in side.runs)
