@@ -25,7 +25,7 @@ from narwhal_store import (
     sha256_hex,
     write_store,
 )
-from narwhal_trial import Manifest, RequestRecord
+from narwhal_trial import EdgeSearch, Manifest, RequestRecord
 from narwhal_trial.run._summary import RunFacts, summarize
 
 REPO = Path(__file__).resolve().parents[2]
@@ -235,3 +235,49 @@ def _record(
         "bytes_sent": 40000 if sent is not None else 0, "bytes_received": 60000 if done else 0,
         "good": good,
     })  # fmt: skip
+
+
+def edge_trial(
+    folder: Path, index: int, rate: float, run: str, verdict: str, *, repeat: int = 0
+) -> dict[str, Any]:
+    """``edge.json``'s row of the trial whose run folder is ``folder / run``, from its summary."""
+    s = orjson.loads((folder / run / "summary.json").read_bytes())
+    return {
+        "index": index, "rate": rate, "run": run, "repeat": repeat, "verdict": verdict,
+        "good": s["good"], "required_good": s["required_good"], "requests": s["requests"],
+        "attainment": s["attainment"], "client_schedule_valid": s["client_schedule_valid"],
+        "exit_code": s["exit_code"], "error": None,
+    }  # fmt: skip
+
+
+def write_edge_document(
+    folder: Path,
+    trials: list[dict[str, Any]],
+    *,
+    bracket: tuple[float, float],
+    start: str,
+    start_rate: float,
+    predicted: dict[str, Any] | None = None,
+) -> Path:
+    """``folder/edge.json`` of a search that ended within tolerance with ``bracket`` (highest
+    pass, lowest miss) after ``trials`` (their run folders already in ``folder``)."""
+    high, low = bracket
+    doc = EdgeSearch.model_validate({
+        "generator": "narwhal-trial 0.1.0", "started": "2026-12-01T10:00:00+00:00",
+        "command": ["load_trial.py", "edge"],
+        "inputs": {
+            "base_url": "http://127.0.0.1:18000", "workload": "/runs/t/workload/workload.json",
+            "workload_sha256": "ab" * 32, "model": "llama-3.1-8b", "input_tokens": 8192,
+            "output_tokens": 128, "requests": 200, "ttft_s": "2", "tpot_s": "0.0333",
+            "attainment": "0.95", "max_in_flight": 64, "max_lag_s": 0.05, "tolerance": 0.2,
+            "max_trials": 8, "max_repeats": 2, "start": start, "start_rate": start_rate,
+            "min_rate": 0.0023, "max_rate": 10000.0,
+        },
+        "predicted": predicted, "trials": trials,
+        "bracket": {"highest_pass": high, "lowest_miss": low, "width": low / high - 1,
+                    "within_tolerance": low / high - 1 <= 0.2},
+        "stop": "within tolerance", "message": f"bracket found in {len(trials)} trial(s)",
+        "exit_code": 0,
+    })  # fmt: skip
+    (folder / "edge.json").write_bytes(orjson.dumps(doc.model_dump(mode="json")))
+    return folder

@@ -11,16 +11,15 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-import numpy as np
 import orjson
 import pytest
 
 from narwhal_report import ReportUsageError, render_comparison, write_comparison
-from narwhal_trial import CompareRequest, EdgeSearch
+from narwhal_trial import CompareRequest
 from narwhal_trial.documents._comparison import FitChange
 
-from ..trial._run_kit import write_run
-from ._kit import write_run_fixture
+from ..trial._run_kit import write_lognormal_run as _run
+from ._kit import edge_trial, write_edge_document, write_run_fixture
 from ._page_checks import (
     assert_ids_unique_and_links_land,
     assert_nothing_fetched,
@@ -30,18 +29,6 @@ from .conftest import Cli
 
 REPO = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def _run(out: Path, seed: int, *, tpot_factor: float = 1.0, valid: bool = True) -> Path:
-    """200 completed requests at 4 request/s: TTFT around 0.4 s, TPOT around 20 ms (times
-    ``tpot_factor``); every offer 0.2 s late when not ``valid``."""
-    rng = np.random.default_rng(seed)
-    ttft = rng.lognormal(np.log(0.4), 0.25, 200).tolist()
-    tpot = (rng.lognormal(np.log(0.02), 0.1, 200) * tpot_factor).tolist()
-    return write_run(
-        out, rate=4.0, input_tokens=8192, output_tokens=128, ttft_s=ttft, tpot_s=tpot,
-        schedule_valid=valid,
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -136,36 +123,13 @@ def _edge(folder: Path, service_s: float, rates: list[float]) -> Path:
     for k, rate in enumerate(rates, start=1):
         run = f"trial-{k:02d}-rate-{rate:g}"
         write_run_fixture(folder / run, rate=rate, service_s=service_s)
-        s = orjson.loads((folder / run / "summary.json").read_bytes())
-        verdict = "pass" if s["pass"] else "miss"
-        trials.append({
-            "index": k, "rate": rate, "run": run, "repeat": 0, "verdict": verdict,
-            "good": s["good"], "required_good": s["required_good"], "requests": s["requests"],
-            "attainment": s["attainment"], "client_schedule_valid": True,
-            "exit_code": s["exit_code"], "error": None,
-        })  # fmt: skip
+        ok = orjson.loads((folder / run / "summary.json").read_bytes())["pass"]
+        trials.append(edge_trial(folder, k, rate, run, "pass" if ok else "miss"))
     passed = [t["rate"] for t in trials if t["verdict"] == "pass"]
     missed = [t["rate"] for t in trials if t["verdict"] == "miss"]
-    high, low = max(passed), min(missed)
-    doc = EdgeSearch.model_validate({
-        "generator": "narwhal-trial 0.1.0", "started": "2026-12-01T10:00:00+00:00",
-        "command": ["load_trial.py", "edge"],
-        "inputs": {
-            "base_url": "http://127.0.0.1:18000", "workload": "/runs/t/workload/workload.json",
-            "workload_sha256": "ab" * 32, "model": "llama-3.1-8b", "input_tokens": 8192,
-            "output_tokens": 128, "requests": 200, "ttft_s": "2", "tpot_s": "0.0333",
-            "attainment": "0.95", "max_in_flight": 64, "max_lag_s": 0.05, "tolerance": 0.2,
-            "max_trials": 8, "max_repeats": 2, "start": "doubling", "start_rate": rates[0],
-            "min_rate": 0.0023, "max_rate": 10000.0,
-        },
-        "predicted": None, "trials": trials,
-        "bracket": {"highest_pass": high, "lowest_miss": low, "width": low / high - 1,
-                    "within_tolerance": low / high - 1 <= 0.2},
-        "stop": "within tolerance", "message": f"bracket found in {len(trials)} trial(s)",
-        "exit_code": 0,
-    })  # fmt: skip
-    (folder / "edge.json").write_bytes(orjson.dumps(doc.model_dump(mode="json")))
-    return folder
+    return write_edge_document(
+        folder, trials, bracket=(max(passed), min(missed)), start="doubling", start_rate=rates[0]
+    )
 
 
 def test_two_edges_draw_both_brackets_and_their_verdict(tmp_path: Path) -> None:

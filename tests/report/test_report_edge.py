@@ -9,9 +9,8 @@ import orjson
 import pytest
 
 from narwhal_report import Options, read_inputs, render
-from narwhal_trial import EdgeSearch
 
-from ._kit import write_run_fixture
+from ._kit import edge_trial, write_edge_document, write_run_fixture
 from .conftest import Cli
 
 # (rate, verdict, schedule misses): the fixture's server falls behind above ~3.3 request/s
@@ -25,38 +24,16 @@ def write_edge_fixture(folder: Path) -> Path:
     for k, (rate, verdict, misses) in enumerate(TRIALS, start=1):
         run = f"trial-{k:02d}-rate-{rate:g}"
         write_run_fixture(folder / run, rate=rate, misses=misses)
-        summary = orjson.loads((folder / run / "summary.json").read_bytes())
-        trials.append({
-            "index": k, "rate": rate, "run": run, "repeat": int(k == 5), "verdict": verdict,
-            "good": summary["good"], "required_good": summary["required_good"],
-            "requests": summary["requests"], "attainment": summary["attainment"],
-            "client_schedule_valid": summary["client_schedule_valid"],
-            "exit_code": summary["exit_code"], "error": None,
-        })  # fmt: skip
-    doc = EdgeSearch.model_validate({
-        "generator": "narwhal-trial 0.1.0", "started": "2026-12-01T10:00:00+00:00",
-        "command": ["load_trial.py", "edge"],
-        "inputs": {
-            "base_url": "http://127.0.0.1:18000", "workload": "/runs/t/workload/workload.json",
-            "workload_sha256": "ab" * 32, "model": "llama-3.1-8b", "input_tokens": 8192,
-            "output_tokens": 128, "requests": 200, "ttft_s": "2", "tpot_s": "0.0333",
-            "attainment": "0.95", "max_in_flight": 64, "max_lag_s": 0.05, "tolerance": 0.2,
-            "max_trials": 8, "max_repeats": 2, "start": "band", "start_rate": 2.0,
-            "min_rate": 0.0023, "max_rate": 10000.0,
-        },
-        "predicted": {
-            "pass_90": 2.5, "pass_50": 3.0, "pass_10": 3.6, "replications": 64,
-            "fleet": "fleet.json", "fleet_sha256": "cd" * 32,
-            "profiles": "profiles/fleet-profiles.json", "profiles_sha256": "ef" * 32,
-            "generator": "narwhal-trial 0.1.0",
-        },
-        "trials": trials,
-        "bracket": {"highest_pass": 3.364, "lowest_miss": 4.0, "width": 4.0 / 3.364 - 1,
-                    "within_tolerance": True},
-        "stop": "within tolerance", "message": "bracket found in 5 trial(s)", "exit_code": 0,
-    })  # fmt: skip
-    (folder / "edge.json").write_bytes(orjson.dumps(doc.model_dump(mode="json")))
-    return folder
+        trials.append(edge_trial(folder, k, rate, run, verdict, repeat=int(k == 5)))
+    predicted = {
+        "pass_90": 2.5, "pass_50": 3.0, "pass_10": 3.6, "replications": 64,
+        "fleet": "fleet.json", "fleet_sha256": "cd" * 32,
+        "profiles": "profiles/fleet-profiles.json", "profiles_sha256": "ef" * 32,
+        "generator": "narwhal-trial 0.1.0",
+    }  # fmt: skip
+    return write_edge_document(
+        folder, trials, bracket=(3.364, 4.0), start="band", start_rate=2.0, predicted=predicted
+    )
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from narwhal_trial import RequestRecord
 
 from ..report._kit import write_run_folder
@@ -48,3 +50,17 @@ def write_run(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
     )
+
+
+def write_lognormal_run(
+    out: Path, seed: int, *, tpot_factor: float = 1.0, valid: bool = True
+) -> Path:
+    """200 completed requests at 4 request/s: TTFT around 0.4 s, TPOT around 20 ms (times
+    ``tpot_factor``), lognormal with ``seed``; every offer 0.2 s late when not ``valid``."""
+    rng = np.random.default_rng(seed)
+    ttft = rng.lognormal(np.log(0.4), 0.25, 200).tolist()
+    tpot = (rng.lognormal(np.log(0.02), 0.1, 200) * tpot_factor).tolist()
+    return write_run(
+        out, rate=4.0, input_tokens=8192, output_tokens=128, ttft_s=ttft, tpot_s=tpot,
+        schedule_valid=valid,
+    )  # fmt: skip

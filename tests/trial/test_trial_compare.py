@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import orjson
 import pytest
 
@@ -14,22 +13,15 @@ from narwhal_trial._errors import NotComparableError
 from narwhal_trial.compare._compare import CompareRequest, compare_sides
 
 from ..report.test_report_edge import write_edge_fixture
-from ._run_kit import write_run
+from ._run_kit import write_lognormal_run as _run
 from .conftest import Cli
 
 
-def _run(out: Path, seed: int, *, tpot_factor: float = 1.0, valid: bool = True) -> Path:
-    rng = np.random.default_rng(seed)
-    ttft = rng.lognormal(np.log(0.4), 0.25, 200).tolist()
-    tpot = (rng.lognormal(np.log(0.02), 0.1, 200) * tpot_factor).tolist()
-    return write_run(
-        out, rate=4.0, input_tokens=8192, output_tokens=128, ttft_s=ttft, tpot_s=tpot,
-        schedule_valid=valid,
-    )  # fmt: skip
-
-
 def test_a_slower_decode_is_worse_with_the_right_sign(tmp_path: Path) -> None:
-    a, b = _run(tmp_path / "a", 1), _run(tmp_path / "b", 2, tpot_factor=1.15)
+    a, b = (
+        _run(tmp_path / "a", 1),
+        _run(tmp_path / "b", 2, tpot_factor=1.15),
+    )
     doc = compare_sides(CompareRequest(a, b))
     (pair,) = doc.pairs
     tpot50 = next(s for s in pair.latency if s.measure == "tpot" and s.quantile == 50)
@@ -55,7 +47,10 @@ def test_an_invalid_schedule_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_command_writes_its_document_and_refuses_in_one_line(tmp_path: Path, cli: Cli) -> None:
-    a, b = _run(tmp_path / "a", 1), _run(tmp_path / "b", 2, tpot_factor=1.15)
+    a, b = (
+        _run(tmp_path / "a", 1),
+        _run(tmp_path / "b", 2, tpot_factor=1.15),
+    )
     out = tmp_path / "comparison.json"
     done = cli("compare", str(a), str(b), "--out", str(out))
     assert done.returncode == 2, done.stderr
@@ -141,7 +136,10 @@ def test_a_folder_that_is_not_a_run_is_refused(tmp_path: Path, cli: Cli) -> None
 
 def test_an_invalid_schedule_is_refused_by_the_command(tmp_path: Path, cli: Cli) -> None:
     """The command's refusal of a side whose client fell behind: one line naming the run."""
-    a, bad = _run(tmp_path / "a", 1), _run(tmp_path / "b", 2, valid=False)
+    a, bad = (
+        _run(tmp_path / "a", 1),
+        _run(tmp_path / "b", 2, valid=False),
+    )
     line = _refused(cli, tmp_path, str(a), str(bad))
     assert f"B {bad}: the client did not keep its schedule" in line
 
