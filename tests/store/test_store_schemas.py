@@ -26,13 +26,14 @@ def test_checked_in_schemas_are_current() -> None:
 
 
 def test_schemas_describe_every_format(tmp_path: Path) -> None:
-    """The four schemas pin their format name and version and forbid unknown keys."""
+    """The five schemas pin their format name and version and forbid unknown keys."""
     schemas = json_schemas()
     formats = {
         "fleet": "narwhal.fleet",
         "limits": "narwhal.limits",
         "store": "narwhal.profiles",
         "sidecar": "narwhal.samples",
+        "probe": "narwhal.probe",
     }
     assert set(schemas) == set(formats)
     for name, fmt in formats.items():

@@ -1,10 +1,10 @@
 """narwhal_store: profile stores, sample sidecars, fleet and limits files.
 
-Strict pydantic models for the four file formats (``narwhal.fleet``, ``narwhal.limits``,
-``narwhal.profiles``, ``narwhal.samples``), loaders whose errors name the file and the JSON path,
-canonical JSON and SHA-256 provenance, crash-safe symlink-refusing writes of a store with its
-sidecar (and of any single file), verified reads, merges and JSON Schemas. Depends on pydantic
-and orjson only: the fit forms' names, formulas and trust bounds belong to the format
+Strict pydantic models for the five file formats (``narwhal.fleet``, ``narwhal.limits``,
+``narwhal.profiles``, ``narwhal.samples``, ``narwhal.probe``), loaders whose errors name the file
+and the JSON path, canonical JSON and SHA-256 provenance, crash-safe symlink-refusing writes of a
+store with its sidecar (and of any single file), verified reads, merges and JSON Schemas. Depends
+on pydantic and orjson only: the fit forms' names, formulas and trust bounds belong to the format
 (``_forms``), so reading a store needs neither narwhal-fit nor numpy nor scipy.
 """
 
@@ -35,6 +35,14 @@ from narwhal_store._limits import EngineLimits, LimitsFile, load_limits
 from narwhal_store._look import creation_problem, lstat_or_none
 from narwhal_store._merge import evidence_problem, merge_stores
 from narwhal_store._paths import sidecar_path
+from narwhal_store._probe import (
+    PROBE_FORMAT,
+    DriftFactor,
+    EngineDrift,
+    ProbeDocument,
+    ProbePoint,
+    load_probe,
+)
 from narwhal_store._profiles import (
     DECODE_FORM,
     PREFILL_FORM,
@@ -84,6 +92,7 @@ __all__ = [
     "DECODE_WORST_BOUND",
     "PENDING_SHA256",
     "PREFILL_FORM",
+    "PROBE_FORMAT",
     "AppliedLimits",
     "Binding",
     "BoolSetting",
@@ -93,7 +102,9 @@ __all__ = [
     "DecodeSample",
     "DecodeStream",
     "DestinationError",
+    "DriftFactor",
     "EngineContract",
+    "EngineDrift",
     "EngineEntry",
     "EngineFacts",
     "EngineLimits",
@@ -116,6 +127,8 @@ __all__ = [
     "PathAccessError",
     "PrefillFitDoc",
     "PrefillSample",
+    "ProbeDocument",
+    "ProbePoint",
     "Profile",
     "ProfileKey",
     "ProfileSamples",
@@ -141,6 +154,7 @@ __all__ = [
     "json_schemas",
     "load_fleet",
     "load_limits",
+    "load_probe",
     "lstat_or_none",
     "merge_stores",
     "new_documents",

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from narwhal_store._atomic import Folder
 from narwhal_store._fleet import FleetConfig
 from narwhal_store._limits import LimitsFile
+from narwhal_store._probe import ProbeDocument
 from narwhal_store._profiles import ProfileStore
 from narwhal_store._samples import SamplesSidecar
 
@@ -93,11 +94,12 @@ _STORE_SCHEMAS = SchemaSet(
         "limits": LimitsFile,
         "store": ProfileStore,
         "sidecar": SamplesSidecar,
+        "probe": ProbeDocument,
     }
 )
 #: File name of each schema in the checked-in ``schemas/`` folder.
 SCHEMA_FILES = _STORE_SCHEMAS.file_names
-#: ``{"fleet", "limits", "store", "sidecar"}`` → JSON Schema of that format.
+#: ``{"fleet", "limits", "store", "sidecar", "probe"}`` → JSON Schema of that format.
 json_schemas = _STORE_SCHEMAS.json_schemas
 #: File name → the exact bytes :func:`write_schemas` writes.
 schema_bytes = _STORE_SCHEMAS.schema_bytes
