@@ -1,16 +1,25 @@
 """Each source of ``predict``'s spread, one at a time, and a probe's measured engine speed
-(docs/design.md §11)."""
+(docs/design.md §11, "Sources of spread")."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import statistics
+from fractions import Fraction
+from math import comb
 from pathlib import Path
 
 import pytest
 
 from narwhal_store import read_store
+from narwhal_trial._stats import binomial_width
+from narwhal_trial.predictor._buckets import good_flags
+from narwhal_trial.predictor._model import FleetModel
+from narwhal_trial.predictor._predict import PredictRequest, load_model
+from narwhal_trial.predictor._rates import predict_rate
+from narwhal_trial.predictor._sources import source_goods
 from narwhal_trial.predictor._spread import (
     EngineReplica,
     EngineSpread,
@@ -18,8 +27,13 @@ from narwhal_trial.predictor._spread import (
     Source,
     engine_spread,
 )
+from narwhal_trial.predictor._vtime import simulate
 
-from .test_trial_predict_spread import _spread_store
+from .conftest import Cli
+from .test_trial_predict_spread import L, _request, _spread_store
+
+#: Near 2 request/s of 0.5 s prefills the queue decides: replications pass or miss by their speed.
+EDGE = 1.95
 
 
 def _engine(tmp_path: Path) -> EngineSpread:
@@ -29,6 +43,20 @@ def _engine(tmp_path: Path) -> EngineSpread:
     loaded = read_store(store)
     profile = loaded.store.profiles[0]
     return engine_spread(profile, loaded.samples(profile.key), 128)
+
+
+def _model(tmp_path: Path) -> tuple[FleetModel, PredictRequest]:
+    """The spread store's fleet model for a 2-token trial near its edge, and the request."""
+    fleet, store = _spread_store(tmp_path)
+    req = _request(fleet, store, rate=EDGE, replications=30, out=2)
+    model, _ = load_model(req)
+    return model, req
+
+
+def _without_history(model: FleetModel) -> FleetModel:
+    """``model`` with its engines' speed history left out."""
+    spreads = {i: dataclasses.replace(s, speed=()) for i, s in model.spread.engines.items()}
+    return dataclasses.replace(model, spread=FleetSpread(spreads), _replicas={})
 
 
 def _old_replica(
@@ -117,6 +145,26 @@ def test_one_source_varies_and_the_others_sit_at_their_centre(
         )
 
 
+def test_without_a_speed_history_the_engine_speed_spreads_nothing(tmp_path: Path) -> None:
+    """Only the engine's speed varying and no history to draw it from: every replication is the
+    same trial, and its width is 0, while the fits' bootstrap alone still spreads the attainment;
+    with the sweep's history the speed alone spreads it."""
+    swept, req = _model(tmp_path)
+    model = _without_history(swept)
+    replicas = model.replicas(0, 30, frozenset({"engine_speed"}))
+    runs = [simulate(model.engines, req.shape, EDGE, replica) for replica in replicas]
+    assert all(o.ttft == runs[0].ttft and o.tpot == runs[0].tpot for o in runs)
+    goods = source_goods(model, req.shape, req.target, EDGE, 30, 0, "engine_speed")
+    assert goods == [sum(good_flags(runs[0], req.target))] * 30
+    p = predict_rate(model, req.shape, req.target, EDGE, 30)
+    assert p.spread_sources is not None
+    assert p.spread_sources.engine_speed == 0.0
+    assert p.spread_sources.fits_bootstrap > 0.1
+    q = predict_rate(swept, req.shape, req.target, EDGE, 30)
+    assert q.spread_sources is not None and q.spread_sources.engine_speed > 0.1
+    assert q.spread_sources.speed_from == "sweep"
+
+
 def test_a_probes_factors_replace_the_sweep_for_their_side(tmp_path: Path) -> None:
     """Probe factors for the prefill: each replication's prefill speed is the median of a
     resample of them (inside their range, never the sweep's 0.8-1.2), every prefill level is the
@@ -162,3 +210,47 @@ def test_equal_probe_factors_scale_every_prefill_level(tmp_path: Path) -> None:
         for d in spread.decode:
             level = plain.decode_level(d.concurrency, d.ctx)
             assert one.decode_level(d.concurrency, d.ctx) == pytest.approx(0.9 * level)
+
+
+def test_trial_sampling_is_the_exact_binomial_width() -> None:
+    """A 60-request trial whose requests are each good with probability 0.9: the 5th and 95th
+    percentiles (nearest rank) of its good count are 50 and 58, so the width is 8/60; the same
+    from exact fractions. No width where nothing can vary."""
+    cumulative, low, high = Fraction(0), None, None
+    p = Fraction(9, 10)
+    for k in range(61):
+        cumulative += comb(60, k) * p**k * (1 - p) ** (60 - k)
+        low = k if low is None and cumulative >= Fraction(1, 20) else low
+        if cumulative >= Fraction(19, 20):
+            high = k
+            break
+    assert (low, high) == (50, 58)
+    assert binomial_width(60, 0.9) == pytest.approx(8 / 60)
+    assert binomial_width(200, 1.0) == binomial_width(200, 0.0) == binomial_width(0, 0.5) == 0.0
+    assert binomial_width(10_000, 0.5) == pytest.approx(2 * 1.645 * 0.005, rel=0.02)
+
+
+def test_cli_reports_each_sources_width(cli: Cli, tmp_path: Path) -> None:
+    """``--json`` with 50 replications holds the four widths, each an attainment in [0, 1], and
+    the text one line of them; one replication has neither."""
+    fleet, store = _spread_store(tmp_path)
+    base = [
+        "predict", "--fleet", str(fleet), "--profiles", str(store), "--input-tokens", str(L),
+        "--output-tokens", "2", "--requests", "200", "--ttft", "2", "--tpot", "1",
+        "--attainment", "0.95", "--rate", str(EDGE),
+    ]  # fmt: skip
+    done = cli(*base, "--replications", "50", "--json")
+    assert done.returncode in (0, 2), done.stderr
+    sources = json.loads(done.stdout)["prediction"]["spread_sources"]
+    widths = ("engine_speed", "fits_bootstrap", "request_noise", "trial_sampling")
+    assert set(sources) == {*widths, "requests", "speed_from"}
+    assert all(0.0 <= sources[w] <= 1.0 for w in widths)
+    assert sources["engine_speed"] > 0 and sources["requests"] == 200
+    assert sources["speed_from"] == "sweep"
+    done = cli(*base, "--replications", "50")
+    assert "  spread (5-95 % width) from: engine speed " in done.stdout
+    assert "(sweep), fits " in done.stdout and ", trial of 200 requests " in done.stdout
+    done = cli(*base, "--replications", "1", "--json")
+    assert done.returncode in (0, 2), done.stderr
+    assert "spread_sources" not in json.loads(done.stdout)["prediction"]
+    assert "spread (5-95" not in cli(*base, "--replications", "1").stdout
