@@ -22,6 +22,7 @@ from narwhal_trial.documents._prediction_schedule import (
     pace_label,
     workload_lines,
 )
+from narwhal_trial.documents._prediction_spread import SpreadSources, spread_line
 from narwhal_trial.documents._records import AliasedDoc, Distribution
 
 PREDICTION_FORMAT: Final = "narwhal.trial.prediction"
@@ -64,6 +65,10 @@ class RatePrediction(AliasedDoc):
     required_good: int
     attainment: float = Field(description="good / requests")
     attainment_interval: AttainmentInterval
+    spread_sources: SpreadSources | None = omitted_when_none(
+        "with replications above 1 inside the profiled domain: each source of spread's share of "
+        "attainment_interval (absent with one replication and with bound)"
+    )
     pass_probability: float = Field(
         description="the share of replications with good ≥ required_good (0 or 1 with one)"
     )
@@ -184,6 +189,7 @@ def rate_lines(p: RatePrediction, ttft_s: str = "", tpot_s: str = "") -> list[st
         f"{pace_label(p.rate, p.speedup)}: predicted {p.good} good (need {p.required_good}), "
         "attainment "
         f"{p.attainment:.3f} [{lo:.3f}, {hi:.3f}] -> {verdict}",
+        *([] if p.spread_sources is None else [spread_line(p.spread_sources)]),
         _latency_line(p.ttft_s, p.tpot_s),
     ]
     for e in p.engines:
