@@ -44,7 +44,7 @@ def test_a_prediction_inside_the_domain_is_unchanged(
 ) -> None:
     """At 4 request/s the fleet stays inside its profiled domain: the text is the one written
     before the capacity figures existed, byte for byte, and so is the document but for its
-    format_version (3 then, 4 now); the Monte Carlo adds only each source's share of the spread
+    format_version (3 then, 5 now); the Monte Carlo adds only each source's share of the spread
     (one line, one field: every replication passes, so every width is 0)."""
     doc = predict(request(*fleet, 4.0, replications=replications))
     text = render_text(doc).replace(str(tmp_path), "FOLDER") + "\n"
@@ -55,7 +55,7 @@ def test_a_prediction_inside_the_domain_is_unchanged(
     assert text == (DATA / f"predict-in-domain-{replications}.txt").read_text()
     now = json.loads(json.dumps(doc.model_dump(mode="json")).replace(str(tmp_path), "FOLDER"))
     before = json.loads((DATA / f"predict-in-domain-{replications}.json").read_text())
-    assert (before.pop("format_version"), now.pop("format_version")) == (3, 4)
+    assert (before.pop("format_version"), now.pop("format_version")) == (3, 5)
     sources = now["prediction"].pop("spread_sources", None)
     if replications > 1:
         assert sources == {

@@ -266,9 +266,10 @@ class EngineReplica:
         self._levels: dict[tuple[int, int], float] = {}
 
     def prefill_level(self, length: int) -> float:
-        """The prefill's factor on the fit: the nearest profiled length's resampled median."""
+        """The prefill's factor on the fit: the nearest profiled length's resampled median (the
+        engine's prefill speed alone without profiled lengths)."""
         if not self._prefill:
-            return 1.0
+            return self.prefill_speed
         x = math.log(length)
         k = min(range(len(self._lengths)), key=lambda j: abs(self._lengths[j] - x))
         return self._prefill[k]
@@ -283,11 +284,11 @@ class EngineReplica:
 
     def decode_level(self, n: int, ctx: float) -> float:
         """The step cost's factor for ``n`` sequences at mean context ``ctx``: the nearest point's
-        resampled median cohort level."""
+        resampled median cohort level (the engine's decode speed alone without profiled points)."""
         key = (n, int(math.log2(max(ctx, 1.0)) * 4))  # a quarter-octave of context per entry
         level = self._levels.get(key)
         if level is None:
-            level = 1.0
+            level = self.decode_speed
             if self._decode:
                 ln, lc = math.log(max(n, 1)), math.log(max(ctx, 1.0))
                 near = min(self._decode, key=lambda p: (abs(math.log(p[0]) - ln), abs(p[1] - lc)))
