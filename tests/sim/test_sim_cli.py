@@ -77,6 +77,15 @@ def test_bad_time_scale_refused(tmp_path: Path, scale: str) -> None:
     assert "--time-scale must be a finite positive number" in result.output
 
 
+@pytest.mark.parametrize("slowdown", ["0", "-1.2", "inf", "nan"])
+def test_bad_slowdown_refused(tmp_path: Path, slowdown: str) -> None:
+    """--slowdown must be positive and finite: refused (exit 2) before the fleet is read."""
+    fleet = str(tmp_path / "never-read.json")
+    result = CliRunner().invoke(app, ["up", "--fleet", fleet, "--slowdown", slowdown])
+    assert result.exit_code == 2
+    assert f"--slowdown must be a finite positive number, got {float(slowdown)}" in result.output
+
+
 def test_example_fleet_resolves() -> None:
     """examples/: a prefill/decode group on one device and a mixed engine on its own."""
     settings = resolve_engines(

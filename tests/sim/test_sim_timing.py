@@ -40,9 +40,9 @@ def _cohort_tpot(streams: list[TokenStamps]) -> float:
 
 
 async def _alone(
-    preset: Preset, prompt_len: int, tokens: int, *, scale: float = 1.0
+    preset: Preset, prompt_len: int, tokens: int, *, scale: float = 1.0, slowdown: float = 1.0
 ) -> TokenStamps:
-    gpu = VirtualGpu(time_scale=scale)
+    gpu = VirtualGpu(time_scale=scale, slowdown=slowdown)
     stamps = gpu.submit(gpu.engine(preset), prompt_len, tokens)
     assert await stamps.done
     await gpu.stop()
@@ -75,6 +75,19 @@ def test_time_scale_divides_every_duration(scale: float) -> None:
     gaps = [b - a for a, b in zip(base.tokens, base.tokens[1:], strict=False)]
     fast_gaps = [b - a for a, b in zip(fast.tokens, fast.tokens[1:], strict=False)]
     assert [g * scale for g in fast_gaps] == pytest.approx(gaps, rel=1e-9)
+
+
+@pytest.mark.parametrize(("slowdown", "scale"), [(1.2, 1.0), (1.2, 4.0), (0.8, 1.0)])
+def test_slowdown_multiplies_every_duration(slowdown: float, scale: float) -> None:
+    """--slowdown X makes the TTFT (API overhead included) and every token interval X times
+    longer, at any time scale: the whole engine X times slower than its preset."""
+    base = run_on_virtual_clock(_alone(PRESET, 16384, 16, scale=scale))
+    slow = run_on_virtual_clock(_alone(PRESET, 16384, 16, scale=scale, slowdown=slowdown))
+    assert slow.ttft == pytest.approx(base.ttft * slowdown, rel=1e-9)
+    assert slow.ttft * scale == pytest.approx(idle_ttft_s(PRESET, 16384) * slowdown, rel=1e-9)
+    gaps = [b - a for a, b in zip(base.tokens, base.tokens[1:], strict=False)]
+    slow_gaps = [b - a for a, b in zip(slow.tokens, slow.tokens[1:], strict=False)]
+    assert slow_gaps == pytest.approx([g * slowdown for g in gaps], rel=1e-9)
 
 
 @pytest.mark.parametrize("streams", [1, 16, 48])

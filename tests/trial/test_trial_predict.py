@@ -255,7 +255,7 @@ def test_cli_text_json_and_errors(cli: Cli, single: tuple[Path, Path], tmp_path:
     assert proc.stderr == ""
     doc = Prediction.model_validate_json(proc.stdout)
     assert Prediction.model_validate_json(out.read_bytes()) == doc
-    assert doc.format == "narwhal.trial.prediction" and doc.format_version == 4
+    assert doc.format == "narwhal.trial.prediction" and doc.format_version == 5
     assert doc.prediction is not None and not doc.prediction.passed
     assert doc.search is not None and doc.search.max_rate is not None
     assert (out.stat().st_mode & 0o777) == 0o600

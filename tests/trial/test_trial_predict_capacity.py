@@ -44,13 +44,30 @@ def test_a_prediction_inside_the_domain_is_unchanged(
 ) -> None:
     """At 4 request/s the fleet stays inside its profiled domain: the text is the one written
     before the capacity figures existed, byte for byte, and so is the document but for its
-    format_version (3 then, 4 now)."""
+    format_version (3 then, 5 now); the Monte Carlo adds only each source's share of the spread
+    (one line, one field: every replication passes, so every width is 0)."""
     doc = predict(request(*fleet, 4.0, replications=replications))
     text = render_text(doc).replace(str(tmp_path), "FOLDER") + "\n"
+    lines = text.splitlines(keepends=True)
+    spread = [line for line in lines if line.startswith("  spread (5-95 % width) from:")]
+    assert len(spread) == (replications > 1)
+    text = "".join(line for line in lines if line not in spread)
     assert text == (DATA / f"predict-in-domain-{replications}.txt").read_text()
     now = json.loads(json.dumps(doc.model_dump(mode="json")).replace(str(tmp_path), "FOLDER"))
     before = json.loads((DATA / f"predict-in-domain-{replications}.json").read_text())
-    assert (before.pop("format_version"), now.pop("format_version")) == (3, 4)
+    assert (before.pop("format_version"), now.pop("format_version")) == (3, 5)
+    sources = now["prediction"].pop("spread_sources", None)
+    if replications > 1:
+        assert sources == {
+            "engine_speed": 0.0,
+            "fits_bootstrap": 0.0,
+            "request_noise": 0.0,
+            "trial_sampling": 0.0,
+            "requests": 200,
+            "speed_from": "sweep",
+        }
+    else:
+        assert sources is None
     assert now == before
 
 

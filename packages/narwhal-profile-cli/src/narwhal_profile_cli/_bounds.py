@@ -13,6 +13,8 @@ DEFAULT_DECODE_REPEATS = "1"
 DEFAULT_MIXING_CONCURRENCY = 4
 DEFAULT_MIXING_PREFILLS = 4
 DEFAULT_MIXING_REPEATS = 1
+# the freshness probe (--verify): the drift past which an engine fails
+DEFAULT_THRESHOLD = "0.10"
 
 # The reference's minimums: distinct values a list must hold, and the smallest scalar values.
 MIN_PREFILL_LENS = 3

@@ -21,6 +21,7 @@ from narwhal_profile_cli._bounds import (
     DEFAULT_MIXING_REPEATS,
     DEFAULT_PREFILL_LENS,
     DEFAULT_PREFILL_REPEATS,
+    DEFAULT_THRESHOLD,
     MAX_DECODE_CONCURRENCY,
     MAX_DECODE_REPEATS,
     MAX_DECODE_TOKENS,
@@ -65,7 +66,7 @@ class RawOptions:
         str | None,
         _option(
             "--fleet",
-            "Fleet config JSON; defines engine membership for all three modes. Required.",
+            "Fleet config JSON; defines engine membership for every mode. Required.",
             "PATH",
         ),
     ] = None
@@ -89,9 +90,33 @@ class RawOptions:
             "PATH",
         ),
     ] = None
+    verify: Annotated[
+        str | None,
+        _option(
+            "--verify",
+            "Probe each engine's speed against its profile in this store (a few of the "
+            "profile's own points, re-measured) and write the drift to --out; exit 3 when an "
+            "engine drifted past --threshold.",
+            "STORE",
+        ),
+    ] = None
     out: Annotated[
         str | None,
-        _option("--out", "Fresh profile destination for --refit-samples and --merge.", "PATH"),
+        _option(
+            "--out",
+            "Fresh destination: the profile store of --refit-samples and --merge, the probe "
+            "document of --verify.",
+            "PATH",
+        ),
+    ] = None
+    threshold: Annotated[
+        str | None,
+        _option(
+            "--threshold",
+            f"With --verify: the drift past which an engine fails, a fraction between 0 and 1 "
+            f"(default {DEFAULT_THRESHOLD}: 10 %).",
+            "X",
+        ),
     ] = None
     limits: Annotated[
         str | None,

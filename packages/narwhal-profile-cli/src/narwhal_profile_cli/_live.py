@@ -71,12 +71,13 @@ def select_engines(fleet: LoadedFleet, only: Sequence[str]) -> list[EngineEntry]
 
 
 @contextlib.asynccontextmanager
-async def _clients(
+async def engine_clients(
     entries: Sequence[EngineEntry],
     clock_ns: Callable[[], int],
     connections: int,
     keepalive_expiry_s: float | None,
 ) -> AsyncIterator[dict[str, EngineClient]]:
+    """One engine client per entry, by iid (also the freshness probe's)."""
     expiry = {} if keepalive_expiry_s is None else {"keepalive_expiry_s": keepalive_expiry_s}
     async with contextlib.AsyncExitStack() as stack:
         clients: dict[str, EngineClient] = {}
@@ -136,8 +137,8 @@ async def run_live(
     except StoreError as exc:
         raise ProfileUsageError(f"{exc}", code="destination") from exc
     needed = list(fleet.config.engines) if colocation is not None else selected
-    connections = _connections(sweep)
-    async with _clients(needed, clock_ns, connections, keepalive_expiry_s) as clients:
+    connections = connections_for(sweep)
+    async with engine_clients(needed, clock_ns, connections, keepalive_expiry_s) as clients:
         plans: dict[str, EnginePlan] = {}
         for entry in selected:
             given = None if limits is None else limits.engines.get(entry.iid)
@@ -192,7 +193,7 @@ class _Sweep:
     mixing: MixingResult | None = None
 
 
-def _connections(sweep: SweepOptions) -> int:
+def connections_for(sweep: SweepOptions) -> int:
     """Connections per engine: every stream of the largest cohort (or mixing point, with its
     prefill) needs its own, plus the metrics polls."""
     streams = max(sweep.decode_concurrency)
@@ -228,7 +229,7 @@ async def _measure(
     """One engine's sweep between two evidence reads (and health checks), then its fits."""
     probe = plan.probe
     iid = probe.iid
-    before = await _evidence_before(plan)
+    before = await evidence_before(plan)
     seed = secrets.randbits(63)
     try:
         done = await _sweep(
@@ -236,9 +237,9 @@ async def _measure(
         )
     except ProfileAbortError as exc:
         if exc.engine == iid:
-            await _explain_by_restart(plan, before, exc)
+            await explain_by_restart(plan, before, exc)
         raise
-    after = await _evidence_after(plan, before)
+    after = await evidence_after(plan, before)
     prefill_fit = done.prefill_fit
     if prefill_fit is None:
         prefill_fit = await asyncio.to_thread(fit_and_gate, iid, done.prefill)
@@ -263,7 +264,7 @@ async def _measure(
     )
 
 
-async def _evidence_before(plan: EnginePlan) -> dict[str, Any]:
+async def evidence_before(plan: EnginePlan) -> dict[str, Any]:
     """Health and evidence before the sweep; an engine whose ``max_model_len`` changed since
     preflight aborts."""
     probe = plan.probe
@@ -279,7 +280,7 @@ async def _evidence_before(plan: EnginePlan) -> dict[str, Any]:
     return before
 
 
-async def _evidence_after(plan: EnginePlan, before: dict[str, Any]) -> dict[str, Any]:
+async def evidence_after(plan: EnginePlan, before: dict[str, Any]) -> dict[str, Any]:
     """Evidence and health after the sweep: the same engine, unchanged, or its samples are
     discarded."""
     probe = plan.probe
@@ -370,7 +371,7 @@ async def _sweep(
     return done
 
 
-async def _explain_by_restart(
+async def explain_by_restart(
     plan: EnginePlan, before: dict[str, Any], failure: ProfileAbortError
 ) -> None:
     """When a request failed mid-sweep, report a restart (or changed facts) if that is the cause."""

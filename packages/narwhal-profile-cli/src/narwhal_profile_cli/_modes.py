@@ -1,4 +1,5 @@
-"""Mode selection: live sweep, TTFT refit or merge, and the conflicts between them (exit 2)."""
+"""Mode selection: live sweep, TTFT refit, merge or the freshness probe (``--verify``), and the
+conflicts between them (exit 2)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from narwhal_profile_cli._bounds import DEFAULT_THRESHOLD
 from narwhal_profile_cli._errors import ProfileUsageError
 from narwhal_profile_cli._options import ProfileOptions
 from narwhal_profile_cli.sweeps._neighbours import NeighbourSettings
 
-Mode = Literal["live", "refit", "merge"]
+Mode = Literal["live", "refit", "merge", "verify"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,12 +23,18 @@ class ModePlan:
     fleet: Path
     out: Path | None
     colocation: NeighbourSettings | None
+    threshold: float | None = None
+    """``verify``: the drift past which an engine fails."""
 
 
 def select_mode(options: ProfileOptions) -> ModePlan:
     """Choose the mode from validated options, refusing conflicting combinations."""
     if options.fleet is None:
         raise ProfileUsageError("--fleet PATH is required in every mode")
+    if options.verify is not None:
+        return _verify(options, options.fleet)
+    if options.threshold is not None:
+        raise ProfileUsageError("--threshold applies only to --verify")
     merging = len(options.merge) > 0
     refitting = options.refit_samples is not None
     neighbours_given = options.neighbours.supplied()
@@ -84,14 +92,48 @@ def select_mode(options: ProfileOptions) -> ModePlan:
             raise ProfileUsageError(f"{mixing_flag} requires --mixing")
     if options.out is not None:
         raise ProfileUsageError(
-            "--out applies only to --refit-samples and --merge; live sweeps write the fleet's "
-            "profiles.path"
+            "--out applies only to --refit-samples, --merge and --verify; live sweeps write the "
+            "fleet's profiles.path"
         )
     return ModePlan(
         mode="live",
         fleet=options.fleet,
         out=None,
         colocation=_colocation(options, neighbours_given),
+    )
+
+
+def _verify(options: ProfileOptions, fleet: Path) -> ModePlan:
+    """``--verify STORE --out PROBE``: the probe measures the profile's own points, live, into a
+    fresh document; every option of another mode, and every sweep option, is refused."""
+    others = [
+        ("--merge", bool(options.merge)),
+        ("--refit-samples", options.refit_samples is not None),
+        ("--overwrite", options.overwrite),
+        ("--colocated", options.colocated),
+    ]
+    for other, given in others:
+        if given:
+            raise ProfileUsageError(f"--verify is exclusive with {other}")
+    for flag in (
+        *options.scale.given(),
+        *options.mixing_given,
+        *options.neighbours.supplied(),
+        *options.sweep_given,
+    ):
+        raise ProfileUsageError(
+            f"{flag} does not apply to --verify: the probe measures a few of the profile's own "
+            "points, at the profile's own settings"
+        )
+    if options.out is None:
+        raise ProfileUsageError("--verify requires --out PATH (a fresh probe document)")
+    threshold = options.threshold
+    return ModePlan(
+        mode="verify",
+        fleet=fleet,
+        out=options.out,
+        colocation=None,
+        threshold=float(DEFAULT_THRESHOLD) if threshold is None else threshold,
     )
 
 

@@ -14,9 +14,15 @@ from pathlib import Path
 from typing import Literal
 
 from narwhal_profile_cli._bounds import (
+    DEFAULT_DECODE_CONCURRENCY,
+    DEFAULT_DECODE_INPUT_LENS,
+    DEFAULT_DECODE_REPEATS,
+    DEFAULT_DECODE_TOKENS,
     DEFAULT_MIXING_CONCURRENCY,
     DEFAULT_MIXING_PREFILLS,
     DEFAULT_MIXING_REPEATS,
+    DEFAULT_PREFILL_LENS,
+    DEFAULT_PREFILL_REPEATS,
     MAX_DECODE_CONCURRENCY,
     MAX_DECODE_REPEATS,
     MAX_DECODE_TOKENS,
@@ -138,6 +144,12 @@ class ProfileOptions:
     """``--keepalive-expiry`` (None: the engine client's default, 4 s)."""
     mixing_given: tuple[str, ...] = ()
     """The ``--mixing`` flags supplied (``--mixing`` itself included), for the mode checks."""
+    verify: Path | None = None
+    """``--verify STORE``: the store whose profiles the freshness probe compares against."""
+    threshold: float | None = None
+    """``--threshold`` (None when not given: ``DEFAULT_THRESHOLD``)."""
+    sweep_given: tuple[str, ...] = ()
+    """The sweep options given a value other than their default, for the mode checks."""
 
 
 def _show(raw: str) -> str:
@@ -221,6 +233,35 @@ def parse_rate(option: str, raw: str, *, maximum: float = MAX_RATE) -> float:
     if value > maximum:
         raise ProfileUsageError(f"{option}: {_show(raw)} is above the maximum of {maximum:g}")
     return value
+
+
+def parse_threshold(raw: str) -> float:
+    """``--threshold``: a fraction strictly between 0 and 1 (the drift past which an engine
+    fails)."""
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ProfileUsageError(f"--threshold: {_show(raw)} is not a number") from None
+    if not math.isfinite(value) or not 0 < value < 1:
+        raise ProfileUsageError(
+            f"--threshold: {_show(raw)} is not between 0 and 1 (a drift of 0.10 is 10 %; both "
+            "ends excluded)"
+        )
+    return value
+
+
+def _sweep_given(raw: RawOptions) -> tuple[str, ...]:
+    """The sweep options whose value is not their default (a probe measures the profile's own
+    points, so it refuses them)."""
+    values = (
+        ("--prefill-lens", raw.prefill_lens, DEFAULT_PREFILL_LENS),
+        ("--decode-input-lens", raw.decode_input_lens, DEFAULT_DECODE_INPUT_LENS),
+        ("--decode-concurrency", raw.decode_concurrency, DEFAULT_DECODE_CONCURRENCY),
+        ("--decode-tokens", raw.decode_tokens, DEFAULT_DECODE_TOKENS),
+        ("--prefill-repeats", raw.prefill_repeats, DEFAULT_PREFILL_REPEATS),
+        ("--decode-repeats", raw.decode_repeats, DEFAULT_DECODE_REPEATS),
+    )
+    return tuple(flag for flag, value, default in values if value.strip() != default)
 
 
 def parse_format(raw: str) -> OutputFormat:
@@ -329,6 +370,9 @@ def validate(raw: RawOptions, environ: Mapping[str, str] | None = None) -> Profi
         if raw.keepalive_expiry is None
         else parse_rate("--keepalive-expiry", raw.keepalive_expiry, maximum=MAX_KEEPALIVE_S),
         mixing_given=mixing_given,
+        verify=_maybe_path(raw.verify),
+        threshold=None if raw.threshold is None else parse_threshold(raw.threshold),
+        sweep_given=_sweep_given(raw),
     )
 
 

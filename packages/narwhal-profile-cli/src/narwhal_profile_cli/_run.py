@@ -1,4 +1,5 @@
-"""Run the selected mode: load the fleet (and limits), then live sweep, refit or merge."""
+"""Run the selected mode: load the fleet (and limits), then live sweep, refit, merge or the
+freshness probe."""
 
 from __future__ import annotations
 
@@ -7,13 +8,20 @@ import contextlib
 import signal
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from narwhal_profile_cli._errors import ProfileInterrupted, ProfileUsageError
 from narwhal_profile_cli._live import run_live
 from narwhal_profile_cli._modes import ModePlan, select_mode
 from narwhal_profile_cli._options import ProfileOptions
 from narwhal_profile_cli._progress import Progress
+from narwhal_profile_cli._verify import (
+    check_fresh_file,
+    probe_document,
+    probe_targets,
+    run_verify,
+    write_probe,
+)
 from narwhal_profile_cli.results._merge import merge_into
 from narwhal_profile_cli.results._quality import fit_figures
 from narwhal_profile_cli.results._refit import refit_from_samples
@@ -26,8 +34,11 @@ from narwhal_store import (
     StoreError,
     load_fleet,
     load_limits,
+    read_store,
     sidecar_path,
 )
+
+T = TypeVar("T")
 
 
 def _fleet(path: Path) -> LoadedFleet:
@@ -65,6 +76,8 @@ def execute(options: ProfileOptions, result: CommandResult, *, stderr: TextIO) -
         _refit(plan, options, fleet, result)
     elif plan.mode == "merge":
         _merge(plan, options, fleet, result)
+    elif plan.mode == "verify":
+        _verify(plan, options, fleet, limits, result, stderr)
     else:
         _live(plan, options, fleet, limits, result, stderr)
 
@@ -99,7 +112,7 @@ def _merge(
     result.fits = fit_figures(written.store.profiles)
 
 
-async def interruptible(sweep: Coroutine[Any, Any, None], state: LiveState) -> None:
+async def interruptible(sweep: Coroutine[Any, Any, T], state: LiveState) -> T:
     """Run the sweep with Ctrl-C recorded in ``state`` as well as cancelling it: a cancellation
     that some library swallows (seen once on a loaded machine: the sweep ran on and exited 0)
     still stops the sweep before its next profile is written, and the command exits 130."""
@@ -114,10 +127,9 @@ async def interruptible(sweep: Coroutine[Any, Any, None], state: LiveState) -> N
     try:
         loop.add_signal_handler(signal.SIGINT, on_sigint)
     except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals
-        await sweep
-        return
+        return await sweep
     try:
-        await sweep
+        return await sweep
     finally:
         loop.remove_signal_handler(signal.SIGINT)
 
@@ -167,3 +179,53 @@ def _live(
         progress.close()
         result.profiles = state.written
         result.fits = fit_figures([m.profile for m in state.kept()])
+
+
+def _verify(
+    plan: ModePlan,
+    options: ProfileOptions,
+    fleet: LoadedFleet,
+    limits: LimitsFile | None,
+    result: CommandResult,
+    stderr: TextIO,
+) -> None:
+    """The freshness probe: every check before any engine is contacted (the destination, the
+    store, a profile for each engine's current key), then the probe, then the document."""
+    out = _required(plan.out, "--verify requires --out PATH")
+    store_path = _required(options.verify, "--verify STORE is required")
+    threshold = plan.threshold
+    if threshold is None:  # pragma: no cover - select_mode always sets it for verify
+        raise ProfileUsageError("--verify needs a threshold")
+    result.path = out
+    check_fresh_file(out)
+    with _store_errors("--verify"):
+        store = read_store(store_path)
+    targets = probe_targets(fleet, store, options.only)
+    progress = Progress.for_stream(stderr)
+    state = LiveState()
+    try:
+        drifts = asyncio.run(
+            interruptible(
+                run_verify(
+                    targets,
+                    threshold=threshold,
+                    limits=limits,
+                    progress=progress,
+                    state=state,
+                    keepalive_expiry_s=options.keepalive_expiry_s,
+                    warn=lambda message: progress.warn(f"narwhal-profile: warning: {message}"),
+                    limits_path=options.limits,
+                ),
+                state,
+            )
+        )
+        if state.interrupted:  # the probe swallowed its cancellation and returned
+            raise KeyboardInterrupt
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        raise ProfileInterrupted("interrupted; nothing was written") from None
+    finally:
+        progress.close()
+    doc = probe_document(fleet, store, store_path, threshold, drifts)
+    write_probe(out, doc)
+    result.profiles = len(doc.engines)
+    result.probe = doc

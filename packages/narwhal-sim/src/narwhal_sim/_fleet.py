@@ -72,14 +72,18 @@ async def start_runtime(
     router: RouterSettings | None,
     time_scale: float,
     seed: int,
+    slowdown: float = 1.0,
 ) -> SimFleetRuntime:
-    """Create devices per ``shared_device.group``, start every engine and the router."""
+    """Create devices per ``shared_device.group``, start every engine and the router;
+    ``slowdown`` multiplies every device's step durations (``Device``)."""
     devices: dict[str, Device] = {}
     engines: list[SimEngine] = []
     for s in settings:
         device = devices.get(s.group)
         if device is None:
-            device = devices[s.group] = Device(s.group, time_scale=time_scale, seed=seed)
+            device = devices[s.group] = Device(
+                s.group, time_scale=time_scale, seed=seed, slowdown=slowdown
+            )
         engines.append(SimEngine(s, device, seed=seed))
     for device in devices.values():
         device.noise = _device_noise([e for e in engines if e.device is device])
@@ -202,6 +206,7 @@ async def serve(
     ready_file: Path | None,
     announce: Callable[[str], None],
     parent_pid: int | None = None,
+    slowdown: float = 1.0,
 ) -> None:
     """Run until SIGINT/SIGTERM (or until process ``parent_pid`` is gone), then stop cleanly."""
     loop = asyncio.get_running_loop()
@@ -210,7 +215,9 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
     watchdog = loop.create_task(_watch_parent(parent_pid, stop)) if parent_pid else None
     try:
-        runtime = await start_runtime(settings, router=router, time_scale=time_scale, seed=seed)
+        runtime = await start_runtime(
+            settings, router=router, time_scale=time_scale, seed=seed, slowdown=slowdown
+        )
         try:
             for line in runtime.listening:
                 announce(line)

@@ -96,6 +96,15 @@ class UpOptions:
             help="Run simulated time X times faster (every duration is divided by X).",
         ),
     ] = 1.0
+    slowdown: Annotated[
+        float,
+        typer.Option(
+            "--slowdown",
+            help="Run every engine X times slower than its preset (every step's duration and the "
+            "API overhead multiplied by X; 1.2: 20 % slower, as a busy host makes a GPU), in "
+            "simulated time: the engines' own metrics show it too.",
+        ),
+    ] = 1.0
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of the timing jitter and fault draws.")
     ] = 0
@@ -165,6 +174,10 @@ class UpOptions:
         if not math.isfinite(self.time_scale) or self.time_scale <= 0:
             raise SimConfigError(
                 f"--time-scale must be a finite positive number, got {self.time_scale}"
+            )
+        if not math.isfinite(self.slowdown) or self.slowdown <= 0:
+            raise SimConfigError(
+                f"--slowdown must be a finite positive number, got {self.slowdown}"
             )
         if self.preset is not None:
             try:

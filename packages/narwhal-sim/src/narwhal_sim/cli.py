@@ -94,6 +94,7 @@ def up(**given: Any) -> None:
                 plan.engines,
                 router=plan.router,
                 time_scale=options.time_scale,
+                slowdown=options.slowdown,
                 seed=options.seed,
                 ready_file=options.ready_file,
                 announce=lambda line: print(f"narwhal-sim: {line}", flush=True),

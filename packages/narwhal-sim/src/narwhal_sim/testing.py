@@ -192,8 +192,14 @@ def start_sim_fleet(
     ready_timeout_s: float = _READY_TIMEOUT_S,
     router_options: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    slowdown: float = 1.0,
+    ports: Mapping[str, int] | None = None,
 ) -> SimFleet:
     """Write ``fleet.json``, ``sim-config.json`` into ``workdir``; run ``narwhal-sim up``.
+
+    ``slowdown`` is ``up --slowdown`` (every engine that much slower than its preset); ``ports``
+    puts the engines on the given ports (a fleet started again where it ran, as a restarted
+    deployment), else free ones are picked.
 
     ``router_options`` are extra ``up`` arguments for the router (``--router-api-key-env NAME``,
     ``--router-auth-scope all``, ``--router-omit tokenize``...); ``env`` adds variables to the
@@ -207,15 +213,15 @@ def start_sim_fleet(
     attempts = 3
     last_error: SimStartError | None = None
     for _ in range(attempts):  # a picked port can be taken before the child binds it: retry
-        ports = {iid: free_port() for iid in iids}
+        chosen = dict(ports) if ports is not None else {iid: free_port() for iid in iids}
         try:
             return _launch(
                 workdir,
                 engines,
-                ports,
+                chosen,
                 sim_config,
                 router,
-                time_scale,
+                (time_scale, slowdown),
                 preset,
                 seed,
                 ready_timeout_s,
@@ -224,7 +230,7 @@ def start_sim_fleet(
             )
         except SimStartError as exc:
             last_error = exc
-            if "cannot listen" not in str(exc):
+            if "cannot listen" not in str(exc) or ports is not None:
                 raise
     assert last_error is not None
     raise last_error
@@ -236,7 +242,7 @@ def _launch(
     ports: dict[str, int],
     sim_doc: dict[str, Any] | None,
     router: bool,
-    time_scale: float,
+    speed: tuple[float, float],
     preset: str | None,
     seed: int,
     ready_timeout_s: float,
@@ -262,7 +268,9 @@ def _launch(
         "--sim-config",
         str(sim_path),
         "--time-scale",
-        repr(float(time_scale)),
+        repr(float(speed[0])),
+        "--slowdown",
+        repr(float(speed[1])),
         "--seed",
         str(seed),
         "--ready-file",

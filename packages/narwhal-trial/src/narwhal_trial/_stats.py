@@ -57,6 +57,31 @@ def wilson_interval(successes: int, trials: int, z: float = WILSON_Z_95) -> tupl
     return (low, high)
 
 
+def binomial_width(trials: int, p: float, low: float = 0.05, high: float = 0.95) -> float:
+    """The exact ``low``-``high`` width of Binomial(``trials``, ``p``) / ``trials``: the
+    nearest-rank quantiles (the smallest count whose cumulative probability reaches each level)
+    apart, over ``trials``; 0 at ``p`` 0 or 1 or without trials. The width a trial of that many
+    requests has even when each is good with probability ``p`` exactly."""
+    if trials <= 0 or not 0.0 < p < 1.0:
+        return 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    whole = math.lgamma(trials + 1)
+    cumulative, first = 0.0, None
+    for k in range(trials + 1):
+        cumulative += math.exp(
+            whole
+            - math.lgamma(k + 1)
+            - math.lgamma(trials - k + 1)
+            + k * log_p
+            + (trials - k) * log_q
+        )
+        if first is None and cumulative >= low:
+            first = k
+        if cumulative >= high:
+            return (k - (k if first is None else first)) / trials
+    return (trials - (trials if first is None else first)) / trials
+
+
 def within_ns(interval_ns: int, bound_s: Decimal) -> bool:
     """True when an interval in integer ns is at most a decimal bound in seconds, exactly."""
     return Decimal(interval_ns) <= bound_s * 1_000_000_000

@@ -127,6 +127,7 @@ class SimEngine:
             **self.activity.summary(asyncio.get_running_loop().time()),
             "process_start_time_seconds": self.start_time,
             "time_scale": self.device.time_scale,
+            "slowdown": self.device.slowdown,
             "faults": self.faults.to_dict(),
             "connections": {
                 "accepted": self.server.accepted,
@@ -289,7 +290,7 @@ class SimEngine:
         delay = s.preset.api_overhead
         if params.remote_prefill:  # the prompt's KV comes from the prefill engine
             delay += s.kv_transfer_s_per_token * len(params.prompt_ids)
-        ready = now + delay / self.device.time_scale
+        ready = now + self.device.off_gpu_s(delay)
         sink: StreamWriter | _Collector
         if params.stream:
             resp.start_stream(headers=echo)

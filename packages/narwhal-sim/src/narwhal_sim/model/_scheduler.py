@@ -252,12 +252,17 @@ class EngineScheduler:
 
 
 class Device:
-    """One simulated GPU: a step loop shared by the engines of a ``shared_device.group``."""
+    """One simulated GPU: a step loop shared by the engines of a ``shared_device.group``.
 
-    def __init__(self, name: str, *, time_scale: float, seed: int) -> None:
+    ``slowdown`` multiplies every step's duration (and the API overhead before a request's first
+    step, ``off_gpu_s``): 1.2 is a GPU 20 % slower than its preset, as a busy host makes one.
+    """
+
+    def __init__(self, name: str, *, time_scale: float, seed: int, slowdown: float = 1.0) -> None:
         self.name = name
         self.engines: list[EngineScheduler] = []
         self.time_scale = time_scale
+        self.slowdown = slowdown
         self.noise: Callable[[], float] = lambda: 0.0
         self._rng = random.Random(f"{seed}:{name}")
         self._waiter: asyncio.Future[None] | None = None
@@ -266,6 +271,11 @@ class Device:
         self.busy_s = 0.0  # simulated seconds spent in steps
         self.steps = 0
         self.max_engines_per_step = 0  # most engines of this device with work in one step
+
+    def off_gpu_s(self, simulated_s: float) -> float:
+        """Loop seconds for ``simulated_s`` of work off the GPU before a request's first step
+        (API overhead, KV transfer), slowed down as the steps are."""
+        return simulated_s * self.slowdown / self.time_scale
 
     def attach(self, engine: EngineScheduler) -> None:
         """Put an engine on this device."""
@@ -326,7 +336,7 @@ class Device:
                 self._timeline = until if until is not None and until <= woke else woke
                 continue
             cost = sum(p.cost for p in plans)
-            duration = cost * self._jitter([p.engine for p in plans]) / scale
+            duration = cost * self._jitter([p.engine for p in plans]) * self.slowdown / scale
             end = start + duration
             self.busy_s += duration * scale
             self.steps += 1

@@ -101,8 +101,8 @@ class VirtualGpu:
     ``stamps = gpu.submit(e, prompt_len, tokens)``, ``await stamps.done``, then ``gpu.stop()``.
     """
 
-    def __init__(self, *, time_scale: float = 1.0, seed: int = 0) -> None:
-        self.device = Device("virtual", time_scale=time_scale, seed=seed)
+    def __init__(self, *, time_scale: float = 1.0, seed: int = 0, slowdown: float = 1.0) -> None:
+        self.device = Device("virtual", time_scale=time_scale, seed=seed, slowdown=slowdown)
         self._count = 0
 
     def engine(
@@ -134,7 +134,7 @@ class VirtualGpu:
         """A request arriving now, ready after the preset's API overhead (as over HTTP)."""
         now = asyncio.get_running_loop().time()
         stamps = TokenStamps(now)
-        ready = now + engine.preset.api_overhead / self.device.time_scale
+        ready = now + self.device.off_gpu_s(engine.preset.api_overhead)
         self._count += 1
         engine.submit(SimRequest(f"v{self._count}", prompt_len, tokens, stamps, now, ready))
         return stamps

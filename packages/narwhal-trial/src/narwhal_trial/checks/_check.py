@@ -22,6 +22,10 @@
    the prefix-caching item passes there with the launch records deciding (item 3); and its
    published scheduler settings (``max_num_seqs``, ``max_num_batched_tokens``) must equal those
    the engine's accepted profile was measured under, where both are known (``_frontend``).
+5. With ``--probe`` (a ``narwhal.probe`` document, ``narwhal-profile --verify``; no engine is
+   contacted for these items): each target engine is in the probe and did not drift past its
+   threshold, and the probe compared the very store given as ``--profiles`` (its SHA-256). A
+   probe that cannot be read is a blocking error (TrialUsageError), as an unreadable fleet is.
 """
 
 from __future__ import annotations
@@ -31,7 +35,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from narwhal_engine_client import EngineClient, EngineClientError, MetricsSnapshot
-from narwhal_store import LoadedFleet, Profile, StoreError, load_fleet, read_store
+from narwhal_store import (
+    EngineDrift,
+    LoadedFleet,
+    LoadedStore,
+    ProbeDocument,
+    Profile,
+    StoreError,
+    load_fleet,
+    load_probe,
+    read_store,
+)
 from narwhal_trial._access import ApiKeyEnv
 from narwhal_trial._errors import TrialError, TrialUsageError
 from narwhal_trial.documents._frontend import (
@@ -96,6 +110,55 @@ def frontend_items(
         else (", as in the profile" if profile is not None and profile.scheduler else "")
     )
     items.append(CheckItem(iid, "scheduler settings (frontend)", not differs, detail))
+    return items
+
+
+def _drift_figures(drift: EngineDrift) -> list[tuple[str, str, bool]]:
+    """Each probed phase: its name, ``1.21x the profile (5-95 % 1.18-1.24)``, and whether it
+    drifted."""
+    return [
+        (name, f"{d.factor:.2f}x the profile (5-95 % {d.low:.2f}-{d.high:.2f})", d.drifted)
+        for name, d in (("prefill", drift.prefill), ("decode", drift.decode))
+        if d is not None
+    ]
+
+
+def probe_items(
+    probe: ProbeDocument, probe_path: Path, store: LoadedStore, targets: Sequence[str]
+) -> list[CheckItem]:
+    """One ``engine speed (probe)`` item per target (in the probe and not drifted past its
+    threshold) and one ``probe of this store`` item (the probe compared this store)."""
+    what = "engine speed (probe)"
+    threshold = f"the {probe.threshold * 100:g} % threshold"
+    items: list[CheckItem] = []
+    for iid in targets:
+        drift = probe.engines.get(iid)
+        if drift is None:
+            probed = ", ".join(probe.engines)
+            detail = f"not in the probe {probe_path} (it probed {probed}): probe it"
+            items.append(CheckItem(iid, what, False, detail))
+            continue
+        figures = _drift_figures(drift)
+        past = [f"{name} {text}" for name, text, drifted in figures if drifted]
+        if past:
+            detail = (
+                f"{'; '.join(past)}, past {threshold} (probe of {probe.created_at}): the engine "
+                "runs at another speed than its profile; re-profile it or find what changed"
+            )
+        else:
+            shown = "; ".join(f"{name} {text}" for name, text, _ in figures)
+            detail = f"{shown}, within {threshold} (probe of {probe.created_at})"
+        items.append(CheckItem(iid, what, not past, detail))
+    same = probe.profiles_sha256 == store.sha256
+    detail = (
+        f"the probe {probe_path} compared {probe.profiles} (SHA-256 {probe.profiles_sha256[:12]})"
+        + (
+            ", this store"
+            if same
+            else f", not {store.path} (SHA-256 {store.sha256[:12]}): probe this store"
+        )
+    )
+    items.append(CheckItem(str(probe_path), "probe of this store", same, detail))
     return items
 
 
@@ -170,19 +233,23 @@ def run_checks(
     engines: Sequence[str] = (),
     keys: ApiKeyEnv | None = None,
     max_model_len: int | None = None,
+    probe_path: Path | None = None,
 ) -> list[CheckItem]:
     """Every pre-trial check. Raises (before any engine is contacted) WorkloadError, ReadError (a
-    launch record) or TrialUsageError (the fleet or the store, an unknown ``--engine``) when an
-    input cannot be used at all: those are blocking errors, not failed checks.
+    launch record) or TrialUsageError (the fleet, the store or the probe, an unknown
+    ``--engine``) when an input cannot be used at all: those are blocking errors, not failed
+    checks.
 
     ``keys``: the key for engines whose fleet entry names no ``api_key_env`` (default: the
-    ``NARWHAL_API_KEY`` variable when set); ``max_model_len``: ``--max-model-len``.
+    ``NARWHAL_API_KEY`` variable when set); ``max_model_len``: ``--max-model-len``;
+    ``probe_path``: ``--probe``, a freshness probe whose items are checked too.
     """
     keys = keys or ApiKeyEnv.choose(None)
     workload = load_workload(workload_path).workload
     try:
         fleet = load_fleet(fleet_path)
         store = read_store(store_path)
+        probe = None if probe_path is None else load_probe(probe_path)
     except StoreError as exc:
         raise TrialUsageError(str(exc)) from exc
     records = read_launch_records(launch_records)
@@ -214,5 +281,7 @@ def run_checks(
 
     for engine_items in asyncio.run(live()):
         items.extend(engine_items)
+    if probe is not None and probe_path is not None:
+        items.extend(probe_items(probe, probe_path, store, targets))
     items.extend(launch_record_items(records))
     return items

@@ -162,8 +162,9 @@ def run(
 
 
 def check(ctx: typer.Context, options: CheckOptions) -> None:
-    """Before the trial: context limits, profile domain, prefix caching off. Exit 0 when every
-    check passes, 2 when one fails, 1 when an input cannot be used."""
+    """Before the trial: context limits, profile domain, prefix caching off and, with --probe,
+    each engine's speed against its profile. Exit 0 when every check passes, 2 when one fails, 1
+    when an input cannot be used."""
     inv: Invocation = ctx.obj
     with inv.errors():
         code, text = check_command(
@@ -174,6 +175,7 @@ def check(ctx: typer.Context, options: CheckOptions) -> None:
             engines=options.engine or [],
             api_key_env=options.api_key_env,
             max_model_len=options.max_model_len,
+            probe=options.probe,
         )
     print(text)
     raise typer.Exit(code)

@@ -28,6 +28,14 @@ class CheckOptions:
     ] = None
     api_key_env: ApiKeyEnvOpt = None
     max_model_len: MaxModelLenOpt = None
+    probe: Annotated[
+        Path | None,
+        typer.Option(
+            "--probe",
+            help="A narwhal.probe document (narwhal-profile --verify): fail an engine that "
+            "drifted past its threshold or is not in it, and a probe of another store.",
+        ),
+    ] = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -141,6 +141,7 @@ def check_command(
     engines: list[str],
     api_key_env: str | None = None,
     max_model_len: int | None = None,
+    probe: Path | None = None,
 ) -> tuple[int, str]:
     """Run every pre-trial check: exit 0 when all pass, else 2 (the judged outcome); the text lists
     every item. Raises TrialError (exit 1) when an input cannot be used at all."""
@@ -152,6 +153,7 @@ def check_command(
         engines=engines,
         keys=ApiKeyEnv.choose(api_key_env),
         max_model_len=max_model_len,
+        probe_path=probe,
     )
     failed = [i for i in items if not i.ok]
     lines = [f"{'ok  ' if i.ok else 'FAIL'} {i.subject}: {i.what}: {i.detail}" for i in items]

@@ -118,10 +118,12 @@ class PredictOptions:
         Path | None,
         typer.Option(
             "--calibrate",
-            help="A run folder of a trial of this fleet: compare its median TTFT and TPOT with "
-            "the prediction at its own rate and report the correction (one factor on every "
-            "engine's prefill fit, one on its decode fit) that makes them agree. Reported only, "
-            "unless --apply-calibration.",
+            help="A probe file (narwhal.probe, from `narwhal-profile --verify`) of this store: "
+            "each engine's speed is drawn from the probe's factors (always applied). Or a run "
+            "folder of a trial of this fleet: compare its median TTFT and TPOT with the "
+            "prediction at its own rate and report the correction (one factor on every engine's "
+            "prefill fit, one on its decode fit) that makes them agree; reported only, unless "
+            "--apply-calibration.",
         ),
     ] = None
     apply_calibration: Annotated[

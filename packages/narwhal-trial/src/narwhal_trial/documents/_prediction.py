@@ -15,6 +15,7 @@ from narwhal_trial.documents._prediction_capacity import (
 from narwhal_trial.documents._prediction_inputs import CalibrationDoc as CalibrationDoc
 from narwhal_trial.documents._prediction_inputs import EngineSettings as EngineSettings
 from narwhal_trial.documents._prediction_inputs import Inputs as Inputs
+from narwhal_trial.documents._prediction_inputs import ProbeFactor, ProbeUse
 from narwhal_trial.documents._prediction_schedule import (
     PredictedBucket,
     bucket_lines,
@@ -22,6 +23,7 @@ from narwhal_trial.documents._prediction_schedule import (
     pace_label,
     workload_lines,
 )
+from narwhal_trial.documents._prediction_spread import SpreadSources, spread_line
 from narwhal_trial.documents._records import AliasedDoc, Distribution
 
 PREDICTION_FORMAT: Final = "narwhal.trial.prediction"
@@ -64,6 +66,10 @@ class RatePrediction(AliasedDoc):
     required_good: int
     attainment: float = Field(description="good / requests")
     attainment_interval: AttainmentInterval
+    spread_sources: SpreadSources | None = omitted_when_none(
+        "with replications above 1 inside the profiled domain: each source of spread's share of "
+        "attainment_interval (absent with one replication and with bound)"
+    )
     pass_probability: float = Field(
         description="the share of replications with good ≥ required_good (0 or 1 with one)"
     )
@@ -141,11 +147,14 @@ class Prediction(AliasedDoc):
     """``narwhal.trial.prediction``: a trial predicted from the profiles, before it runs."""
 
     format: Literal["narwhal.trial.prediction"] = PREDICTION_FORMAT
-    format_version: Literal[4] = 4
+    format_version: Literal[5] = 5
     generator: str = Field(description="narwhal-trial <version>")
     inputs: Inputs
     calibration: CalibrationDoc | None = Field(
         default=None, description="with --calibrate RUN: the correction, and whether it is applied"
+    )
+    probe: ProbeUse | None = omitted_when_none(
+        "with --calibrate PROBE: the freshness probe each engine's speed came from"
     )
     prediction: RatePrediction | None = Field(description="at --rate; null without it")
     search: RateSearch | None = Field(description="with --find-max-rate")
@@ -184,6 +193,7 @@ def rate_lines(p: RatePrediction, ttft_s: str = "", tpot_s: str = "") -> list[st
         f"{pace_label(p.rate, p.speedup)}: predicted {p.good} good (need {p.required_good}), "
         "attainment "
         f"{p.attainment:.3f} [{lo:.3f}, {hi:.3f}] -> {verdict}",
+        *([] if p.spread_sources is None else [spread_line(p.spread_sources)]),
         _latency_line(p.ttft_s, p.tpot_s),
     ]
     for e in p.engines:
@@ -204,6 +214,23 @@ def _latency_line(ttft: Distribution | None, tpot: Distribution | None) -> str:
         f"  TTFT p50 {_ms(ttft.p50)} p99 {_ms(ttft.p99)} max {_ms(ttft.max)}; "
         f"TPOT p50 {_ms(tpot.p50)} p99 {_ms(tpot.p99)} max {_ms(tpot.max)}"
     )
+
+
+def _drift(phase: str, f: ProbeFactor | None) -> str:
+    if f is None:
+        return f"{phase} not probed (the sweep's own speed)"
+    return f"{phase} x{f.factor:.3f} [{f.low:.3f}, {f.high:.3f}]"
+
+
+def probe_lines(p: ProbeUse) -> list[str]:
+    """Which probe the engines' speed came from, and each engine's drift."""
+    lines = [f"engine speed from the probe {p.probe} ({p.created_at}), APPLIED to this prediction"]
+    for iid in p.prefill:
+        past = f", past the {p.threshold:.0%} threshold" if iid in p.drifted else ""
+        lines.append(
+            f"  {iid}: {_drift('prefill', p.prefill[iid])}, {_drift('decode', p.decode[iid])}{past}"
+        )
+    return lines
 
 
 def render_text(doc: Prediction) -> str:
@@ -247,6 +274,8 @@ def render_text(doc: Prediction) -> str:
             f"{_ms(c.predicted_ttft_p50_s)}, {_ms(c.predicted_tpot_p50_s)} -> prefill x"
             f"{c.prefill_factor:.3f}, decode x{c.decode_factor:.3f} ({used})"
         )
+    if doc.probe is not None:
+        lines += probe_lines(doc.probe)
     if doc.prediction is not None:
         lines += rate_lines(doc.prediction, str(i.ttft_s), str(i.tpot_s))
     if doc.search is not None:

@@ -55,6 +55,30 @@ class CalibrationDoc(AliasedDoc):
     )
 
 
+class ProbeFactor(AliasedDoc):
+    """One phase's drift as a freshness probe measured it: the engine today over its profile."""
+
+    factor: float = Field(description="the median of the probe's factors (1: as profiled)")
+    low: float = Field(description="5 % of the median's bootstrap")
+    high: float = Field(description="95 % of the median's bootstrap")
+    repeats: int
+
+
+class ProbeUse(AliasedDoc):
+    """``--calibrate PROBE``: the freshness probe each engine's speed was drawn from."""
+
+    probe: str = Field(description="the probe document (narwhal.probe)")
+    created_at: str = Field(description="when the probe ended")
+    threshold: float = Field(description="the probe's drift threshold")
+    prefill: dict[str, ProbeFactor | None] = Field(
+        description="per engine: its prefill speed (null: not probed, the sweep's own speed)"
+    )
+    decode: dict[str, ProbeFactor | None] = Field(
+        description="per engine: its decode speed (null: not probed, the sweep's own speed)"
+    )
+    drifted: list[str] = Field(description="engines past the probe's threshold")
+
+
 class Inputs(AliasedDoc):
     """The files and settings the prediction used."""
 

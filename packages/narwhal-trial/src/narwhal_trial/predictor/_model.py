@@ -27,7 +27,14 @@ from narwhal_trial.documents._frontend import FrontendScheduler
 from narwhal_trial.documents._prediction import EngineSettings
 from narwhal_trial.predictor._engine_settings import scheduling
 from narwhal_trial.predictor._profile_domain import accepted_profile, domain_items, lengths_hint
-from narwhal_trial.predictor._spread import EngineSpread, FleetSpread, Replica, engine_spread
+from narwhal_trial.predictor._spread import (
+    EVERY,
+    EngineSpread,
+    FleetSpread,
+    Replica,
+    Source,
+    engine_spread,
+)
 from narwhal_trial.predictor._vtime import EngineModel, TrialShape
 
 
@@ -57,8 +64,11 @@ class FleetModel:
     scheduling: dict[str, EngineSettings] = field(default_factory=dict)
     _replicas: dict[int, list[Replica]] = field(default_factory=dict, compare=False, repr=False)
 
-    def replicas(self, seed: int, count: int) -> list[Replica]:
-        """Replications ``0 .. count-1`` of ``seed`` (kept: every rate uses the same ones)."""
+    def replicas(self, seed: int, count: int, vary: frozenset[Source] = EVERY) -> list[Replica]:
+        """Replications ``0 .. count-1`` of ``seed`` (kept: every rate uses the same ones);
+        ``vary``: the sources drawn (fewer than every one: drawn afresh, not kept)."""
+        if vary != EVERY:
+            return [self.spread.replica(seed, r, vary) for r in range(count)]
         if seed not in self._replicas or len(self._replicas[seed]) != count:
             self._replicas[seed] = [self.spread.replica(seed, r) for r in range(count)]
         return self._replicas[seed]

@@ -25,6 +25,7 @@ from narwhal_trial.documents._prediction_inputs import CalibrationDoc, Inputs
 from narwhal_trial.predictor._calibrate import calibrate
 from narwhal_trial.predictor._capacity import throughput_bound
 from narwhal_trial.predictor._model import FleetModel, OutsideDomainError, TrialTarget, fleet_model
+from narwhal_trial.predictor._probe_speed import is_probe, probe_model, probe_use, read_probe
 from narwhal_trial.predictor._profile_domain import accepted_profile
 from narwhal_trial.predictor._rates import find_max_rate, predict_rate
 from narwhal_trial.predictor._sustainable import sustainable_rate
@@ -157,8 +158,18 @@ def predict(req: PredictRequest) -> Prediction:
     if req.apply_calibration and req.calibrate is None:
         raise TrialUsageError("--apply-calibration needs --calibrate RUN (the run it corrects by)")
     model, inputs = load_model(req)
-    calibration = None
-    if req.calibrate is not None:
+    calibration = probe = None
+    if req.calibrate is not None and is_probe(req.calibrate):
+        if req.apply_calibration:
+            raise TrialUsageError(
+                f"--apply-calibration is for --calibrate RUN; {req.calibrate} is a file (a "
+                "probe), which is always applied"
+            )
+        iids = [m.iid for m in model.engines]
+        found_probe = read_probe(req.calibrate, inputs.profiles_sha256, iids)
+        model = probe_model(model, found_probe, monte_carlo=req.replications > 1)
+        probe = probe_use(req.calibrate, found_probe, iids)
+    elif req.calibrate is not None:
         model, found = calibrate(
             model,
             str(req.calibrate),
@@ -204,6 +215,7 @@ def predict(req: PredictRequest) -> Prediction:
         generator=f"narwhal-trial {dist_version('narwhal-trial')}",
         inputs=inputs,
         calibration=calibration,
+        probe=probe,
         prediction=at_rate,
         search=search,
     )

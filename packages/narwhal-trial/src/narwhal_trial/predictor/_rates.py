@@ -28,6 +28,7 @@ from narwhal_trial.predictor._buckets import (
 )
 from narwhal_trial.predictor._capacity import ThroughputBound, throughput_bound
 from narwhal_trial.predictor._model import FleetModel, TrialTarget
+from narwhal_trial.predictor._sources import spread_sources
 from narwhal_trial.predictor._vtime import SimulatedOutcome, TrialShape, simulate
 from narwhal_trial.workload._schedule import MAX_SPEEDUP
 
@@ -70,7 +71,8 @@ def predict_rate(
     throughput bound shows (``bound``, else computed), or ``OutsideDomainError``.
 
     One replication: the fits alone, with the fit-residual interval. More: the median good count,
-    its 5-95 % range, the share of replications that pass, percentiles over every replication.
+    its 5-95 % range and each source's share of it (``spread_sources``: three more Monte Carlo
+    runs), the share of replications that pass, percentiles over every replication.
     A scheduled shape's ``rate`` is its speedup (see the module's docstring).
     """
     runs = outcomes(model, shape, rate, replications, seed)
@@ -81,6 +83,7 @@ def predict_rate(
     need = required_good(target.attainment, n)
     goods = sorted(_good(o, target) for o in runs)
     ends: tuple[set[int], set[int]] | None = None
+    sources = None
     if replications == 1:
         good = goods[0]
         slow_run = simulate(model.scaled(+1), shape, rate)
@@ -96,6 +99,7 @@ def predict_rate(
         low, high = nearest_rank(goods, 0.05), nearest_rank(goods, 0.95)
         interval = AttainmentInterval(method="monte-carlo", low=low / n, high=high / n)
         probability = sum(1 for g in goods if g >= need) / replications
+        sources = spread_sources(model, shape, target, rate, replications, seed, good)
     first = runs[0]
     roles = {m.iid: m for m in model.engines}
     verdict: dict[str, Any] = {"pass": probability >= 0.5}
@@ -112,6 +116,7 @@ def predict_rate(
         required_good=need,
         attainment=good / n,
         attainment_interval=interval,
+        spread_sources=sources,
         pass_probability=probability,
         pass_interval=(low >= need, high >= need),
         schedule_misses=first.schedule_misses,

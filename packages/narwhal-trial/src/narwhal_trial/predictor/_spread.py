@@ -25,6 +25,16 @@ noise pool with replacement (a bootstrap: the fits' uncertainty, so replications
 as well as in draws) and sorts the pools, so that one uniform number per request picks a
 quantile: the same seed gives the same numbers at every rate (common random numbers), and a
 request keeps its draw across rates.
+
+A freshness probe may have measured the engine today against its profile
+(``EngineSpread.probe_prefill``, ``probe_decode``: one factor per repeat): that side's speed is
+then the median of a bootstrap resample of the probe's factors instead of a moment of the sweep.
+
+The sources of spread (``Source``) can vary one at a time (``vary``): ``engine_speed`` (the speed
+draw), ``fits_bootstrap`` (the levels' and noise pools' resampling) and ``request_noise`` (the
+per-request uniforms). A source that does not vary sits at its centre: speed 1 (the probe's median
+factor where it has one), the levels at the medians of every repeat, the pools whole, and the
+per-request uniforms one fixed sequence of the seed, the same in every replication.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ import random
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Final, Literal, TypeVar
 
 from narwhal_fit import (
     DecodeWindow,
@@ -51,6 +61,13 @@ _T = TypeVar("_T")
 
 #: Windows start every ``w // _STRIDE_PARTS`` tokens (overlapping: a stall counts in several).
 _STRIDE_PARTS = 4
+
+#: A source of spread a replication draws (``trial_sampling``, the binomial width, is not drawn).
+Source = Literal["engine_speed", "fits_bootstrap", "request_noise"]
+#: Every source, in the order the prediction reports them.
+SOURCES: Final[tuple[Source, ...]] = ("engine_speed", "fits_bootstrap", "request_noise")
+#: What a replication varies unless told otherwise: everything.
+EVERY: Final[frozenset[Source]] = frozenset(SOURCES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +91,9 @@ class DecodePool:
 @dataclass(frozen=True, slots=True)
 class EngineSpread:
     """An engine's levels and noise pools (empty when its sidecar entry holds no usable timing)
-    and what they hold, in words."""
+    and what they hold, in words; ``speed``: its sweep's speed history; ``probe_prefill`` and
+    ``probe_decode``: per probe repeat, how fast the engine ran today over its profile (empty: no
+    probe; that side's speed then comes from ``speed``)."""
 
     prefill: tuple[PrefillPoint, ...]
     decode: tuple[DecodePool, ...]
@@ -82,6 +101,8 @@ class EngineSpread:
     tpot_noise_s: tuple[float, ...]
     source: str
     speed: tuple[float, ...] = ()
+    probe_prefill: tuple[float, ...] = ()
+    probe_decode: tuple[float, ...] = ()
 
 
 def _centred(groups: Iterable[list[float]]) -> list[float]:
@@ -199,31 +220,56 @@ def _median_of_resample(rng: random.Random, values: Sequence[float]) -> float:
     return float(statistics.median(_resample(rng, values)))
 
 
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
 class EngineReplica:
     """One replication's resampled levels and sorted noise pools of one engine, and the look-ups
     the virtual fleet makes: the nearest profiled point, in log length, log concurrency and log
-    context."""
+    context. ``vary``: the sources drawn (the others at their centre, drawing nothing).
 
-    def __init__(self, spread: EngineSpread, rng: random.Random) -> None:
+    ``prefill_speed`` and ``decode_speed`` multiply the levels; ``speed`` is the moment of the
+    sweep drawn for a side without probe factors (1 when none is drawn)."""
+
+    def __init__(
+        self, spread: EngineSpread, rng: random.Random, vary: frozenset[Source] = EVERY
+    ) -> None:
         # draws in this order: point levels, noise pools, then the engine's speed at one moment
-        # of its sweep (the whole engine as fast or as slow as it was then)
-        prefill = [_median_of_resample(rng, p.factors) for p in spread.prefill]
-        decode = [_median_of_resample(rng, p.levels) for p in spread.decode]
-        self._ttft_noise = sorted(_resample(rng, spread.ttft_noise_s))
-        self._tpot_noise = sorted(_resample(rng, spread.tpot_noise_s))
-        self.speed = spread.speed[rng.randrange(len(spread.speed))] if spread.speed else 1.0
+        # of its sweep (the whole engine as fast or as slow as it was then), then the probe's
+        if "fits_bootstrap" in vary:
+            prefill = [_median_of_resample(rng, p.factors) for p in spread.prefill]
+            decode = [_median_of_resample(rng, p.levels) for p in spread.decode]
+            self._ttft_noise = sorted(_resample(rng, spread.ttft_noise_s))
+            self._tpot_noise = sorted(_resample(rng, spread.tpot_noise_s))
+        else:
+            prefill = [_median(p.factors) for p in spread.prefill]
+            decode = [_median(p.levels) for p in spread.decode]
+            self._ttft_noise = sorted(spread.ttft_noise_s)
+            self._tpot_noise = sorted(spread.tpot_noise_s)
+        pre, dec = spread.probe_prefill, spread.probe_decode
+        if "engine_speed" in vary:
+            history = spread.speed if not (pre and dec) else ()
+            self.speed = history[rng.randrange(len(history))] if history else 1.0
+            self.prefill_speed = _median_of_resample(rng, pre) if pre else self.speed
+            self.decode_speed = _median_of_resample(rng, dec) if dec else self.speed
+        else:
+            self.speed = 1.0
+            self.prefill_speed = _median(pre) if pre else 1.0
+            self.decode_speed = _median(dec) if dec else 1.0
         self._lengths = [math.log(p.length) for p in spread.prefill]
-        self._prefill = [level * self.speed for level in prefill]
+        self._prefill = [level * self.prefill_speed for level in prefill]
         self._decode = [
-            (p.concurrency, math.log(p.ctx), level * self.speed)
+            (p.concurrency, math.log(p.ctx), level * self.decode_speed)
             for p, level in zip(spread.decode, decode, strict=True)
         ]
         self._levels: dict[tuple[int, int], float] = {}
 
     def prefill_level(self, length: int) -> float:
-        """The prefill's factor on the fit: the nearest profiled length's resampled median."""
+        """The prefill's factor on the fit: the nearest profiled length's resampled median (the
+        engine's prefill speed alone without profiled lengths)."""
         if not self._prefill:
-            return 1.0
+            return self.prefill_speed
         x = math.log(length)
         k = min(range(len(self._lengths)), key=lambda j: abs(self._lengths[j] - x))
         return self._prefill[k]
@@ -238,11 +284,11 @@ class EngineReplica:
 
     def decode_level(self, n: int, ctx: float) -> float:
         """The step cost's factor for ``n`` sequences at mean context ``ctx``: the nearest point's
-        resampled median cohort level."""
+        resampled median cohort level (the engine's decode speed alone without profiled points)."""
         key = (n, int(math.log2(max(ctx, 1.0)) * 4))  # a quarter-octave of context per entry
         level = self._levels.get(key)
         if level is None:
-            level = 1.0
+            level = self.decode_speed
             if self._decode:
                 ln, lc = math.log(max(n, 1)), math.log(max(ctx, 1.0))
                 near = min(self._decode, key=lambda p: (abs(math.log(p[0]) - ln), abs(p[1] - lc)))
@@ -251,17 +297,42 @@ class EngineReplica:
         return level
 
 
+def _holds(spread: EngineSpread, source: Source) -> bool:
+    """Whether ``spread`` holds something ``source`` draws."""
+    if source == "engine_speed":
+        return bool(spread.speed or spread.probe_prefill or spread.probe_decode)
+    noise = bool(spread.ttft_noise_s or spread.tpot_noise_s)
+    if source == "request_noise":
+        return noise
+    return noise or bool(spread.prefill or spread.decode)
+
+
 @dataclass(frozen=True, slots=True)
 class FleetSpread:
     """Every engine's pools; ``replica(seed, r)`` draws replication ``r``."""
 
     engines: dict[str, EngineSpread]
 
-    def replica(self, seed: int, index: int) -> Replica:
-        """Replication ``index`` of ``seed``: reproducible, independent of the rate."""
+    def replica(self, seed: int, index: int, vary: frozenset[Source] = EVERY) -> Replica:
+        """Replication ``index`` of ``seed``: reproducible, independent of the rate. ``vary``:
+        the sources drawn; without ``request_noise`` every replication's requests take one fixed
+        sequence of uniforms (the seed's own, apart from every replication's)."""
         rng = random.Random(f"narwhal-predict:{seed}:{index}")
-        engines = {iid: EngineReplica(s, rng) for iid, s in sorted(self.engines.items())}
-        return Replica(engines, rng.random)
+        engines = {iid: EngineReplica(s, rng, vary) for iid, s in sorted(self.engines.items())}
+        if "request_noise" in vary:
+            return Replica(engines, rng.random)
+        return Replica(engines, random.Random(f"narwhal-predict:{seed}:fixed-requests").random)
+
+    def varies(self, source: Source) -> bool:
+        """Whether any engine holds something ``source`` draws (no: every replication with only
+        that source varying is the same)."""
+        return any(_holds(s, source) for s in self.engines.values())
+
+    @property
+    def speed_from(self) -> Literal["sweep", "probe"]:
+        """probe: some engine's speed (either side) comes from a probe's factors; else sweep."""
+        probed = any(s.probe_prefill or s.probe_decode for s in self.engines.values())
+        return "probe" if probed else "sweep"
 
 
 class Replica:
