@@ -1,16 +1,21 @@
 """Predictions checked against vLLM's own server: ``predict`` across the edge, then trials there.
 
-From the variant's profile (its store and sidecar) and workload: an SLO set from the profile (TTFT
-at most twice the fitted idle TTFT, TPOT at most 1.5 times the fitted single-stream TPOT, 90 %
-attainment), ``predict --find-max-rate`` for the band, then at each of ``FACTORS`` times its 0.5
-crossing ``predict --rate`` and a trial of ``REQUESTS`` offers (``run``, with vLLM's drain gauges).
+From the variant's profile (its store and sidecar) and workload: a freshness probe of the engine
+(``narwhal-profile --verify``), an SLO set from the profile and put where the probe found the
+engine (TTFT at most twice the fitted idle TTFT, TPOT at most 1.5 times the fitted single-stream
+TPOT, each times the probe's factor; 90 % attainment), ``predict --find-max-rate --calibrate
+PROBE`` for the band, then at each of ``FACTORS`` times its 0.5 crossing ``predict --rate`` (with
+the probe) and a trial of ``REQUESTS`` offers (``run``, with vLLM's drain gauges).
 
-What it records in results.json (docs/conformance.md):
+What it records in results.json (docs/conformance.md), and what ``probe_claims`` asserts:
 
-- whether every measured attainment's Wilson 95 % interval (the trial's own binomial sampling
-  error) meets the predicted 5-95 % range;
-- whether the measured edge (from the highest rate that passed to the lowest that missed, above
-  it) meets the predicted band (from the 0.9 crossing to the 0.1 crossing).
+- at ``LOW`` times the edge the predicted 5-95 % range is informative (at most ``MAX_WIDTH``
+  wide) and meets the measured attainment's Wilson 95 % interval (the trial's own binomial
+  sampling error);
+- at ``HIGH`` times the edge the pass probability is at most ``MAX_PASS_PROBABILITY`` and the
+  trial misses;
+- the measured edge (from the highest rate that passed to the lowest that missed, above it)
+  meets the predicted band (from the 0.9 crossing to the 0.1 crossing).
 """
 
 from __future__ import annotations
@@ -28,7 +33,15 @@ from narwhal_trial import wilson_interval
 from . import _commands as cmd
 from ._suite import DRAIN_GAUGES, Suite, trial_args
 
-FACTORS = (0.5, 0.9, 1.0, 1.1, 1.4)
+FACTORS = (0.5, 0.9, 1.0, 1.1, 1.5)
+#: The rate, times the predicted edge, whose predicted range must be informative and hold.
+LOW = 0.5
+#: The rate, times the predicted edge, that must be predicted and measured to miss.
+HIGH = 1.5
+#: The widest 5-95 % range that still says something, at ``LOW``.
+MAX_WIDTH = 0.3
+#: The highest pass probability a rate ``HIGH`` times the edge may have.
+MAX_PASS_PROBABILITY = 0.1
 #: The default server's ``--max-num-seqs``, given to ``predict`` in a limits file: beyond the
 #: edge requests queue for a slot instead of growing the batch past the profiled concurrency.
 MAX_NUM_SEQS = 8
@@ -68,6 +81,12 @@ class RateCheck:
         return float(interval["low"]), float(interval["high"])
 
     @property
+    def width(self) -> float:
+        """How wide the predicted 5-95 % range is."""
+        low, high = self.predicted_range
+        return high - low
+
+    @property
     def agrees(self) -> bool:
         """The measured interval meets the predicted range."""
         return meets_range(self.good, self.requests, *self.predicted_range)
@@ -80,7 +99,9 @@ class RateCheck:
             "measured_wilson": [round(v, 4) for v in self.measured_interval],
             "predicted": self.predicted["attainment"],
             "predicted_range": list(self.predicted_range),
+            "predicted_width": round(self.width, 4),
             "pass_probability": self.predicted["pass_probability"],
+            "spread_sources": self.predicted.get("spread_sources"),
             "schedule_valid": self.schedule_valid,
             "exit": self.exit,
             "agrees": self.agrees,
@@ -99,8 +120,10 @@ class EdgeCheck:
     inputs: dict[str, Any] = field(default_factory=dict)
     #: The predicted edge (the band's 0.5 crossing) the rates are factors of.
     edge: float = 0.0
-    #: The prediction's ``calibration`` (with ``calibrate_at``), else None.
-    calibration: dict[str, Any] | None = None
+    #: The prediction's ``probe``: each engine's drift as the freshness probe measured it.
+    probe: dict[str, Any] | None = None
+    #: The factors of the predicted edge the rates were (``FACTORS`` unless given).
+    factors: tuple[float, ...] = FACTORS
     done: list[cmd.Done] = field(default_factory=list)
 
     @property
@@ -129,7 +152,25 @@ class EdgeCheck:
             "measured_edge": [lo, None if hi == float("inf") else hi],
             "edge_agrees": self.edge_agrees(),
             "engines": self.inputs.get("engines"),
-            "calibration": self.calibration,
+            "probe": self.probe,
+            "claims": self.claims(),
+        }
+
+    def at(self, factor: float) -> RateCheck:
+        """The rate ``factor`` times the predicted edge."""
+        return self.rates[self.factors.index(factor)]
+
+    def claims(self) -> dict[str, bool]:
+        """What the probe-calibrated prediction claims, each checked against the trials: at
+        ``LOW`` an informative range holding the measured attainment; at ``HIGH`` a predicted and
+        a measured miss; the measured edge inside the predicted band."""
+        low, high = self.at(LOW), self.at(HIGH)
+        return {
+            "low_range_informative": low.width <= MAX_WIDTH,
+            "low_range_holds": low.agrees,
+            "high_predicted_miss": high.predicted["pass_probability"] <= MAX_PASS_PROBABILITY,
+            "high_measured_miss": high.measured < self.attainment,
+            "edge_meets_band": self.edge_agrees(),
         }
 
 
@@ -169,13 +210,10 @@ def slo_from_profile(
 
 
 def rescaled_slo(
-    ttft: Decimal, tpot: Decimal, calibration: Mapping[str, Any]
+    ttft: Decimal, tpot: Decimal, prefill: float, decode: float
 ) -> tuple[Decimal, Decimal]:
-    """The SLO times the calibration's prefill and decode factors (the engine as it runs now)."""
-    return (
-        Decimal(f"{float(ttft) * calibration['prefill_factor']:.4f}"),
-        Decimal(f"{float(tpot) * calibration['decode_factor']:.5f}"),
-    )
+    """The SLO times the engine's prefill and decode factors (the engine as it runs now)."""
+    return Decimal(f"{float(ttft) * prefill:.4f}"), Decimal(f"{float(tpot) * decode:.5f}")
 
 
 def slo(suite: Suite) -> tuple[Decimal, Decimal]:
@@ -222,53 +260,49 @@ def _trial(suite: Suite, out: Path, rate: float, ttft: Decimal, tpot: Decimal) -
     return run
 
 
-def run_edge_check(
-    suite: Suite,
-    folder: Path,
-    factors: Iterable[float] = FACTORS,
-    *,
-    calibrate_at: float | None = None,
-) -> EdgeCheck:
-    """Predict the band, then predict and measure each rate (``factors`` times the predicted
-    edge); keep every command.
+def run_probe(suite: Suite, folder: Path) -> tuple[Path, cmd.Done]:
+    """``narwhal-profile --verify``: the engine re-measured at a few of its profile's points (exit
+    0, or 3 when it drifted past the threshold: the probe is written either way)."""
+    out = folder / "probe.json"
+    done = cmd.profile(
+        "--fleet", suite.fleet, "--verify", suite.store, "--out", out, env=suite.env
+    )  # fmt: skip
+    assert done.returncode in (0, 3), done.brief()
+    return out, done
 
-    With ``calibrate_at``, a trial at that factor of the profile's edge runs first, and every
-    prediction after it is ``--calibrate``d by it (``--apply-calibration``): the band, its edge
-    and each rate are those of the engine as it ran minutes ago, not as the profile caught it; so
-    is the SLO, scaled by the calibration's prefill and decode factors (``rescaled_slo``)."""
-    ttft, tpot = slo(suite)
+
+def probe_factors(probe: Path) -> tuple[float, float]:
+    """The probe's prefill and decode factors of the one engine."""
+    engine = cmd.read_json(probe)["engines"]["vllm-0"]
+    return engine["prefill"]["factor"], engine["decode"]["factor"]
+
+
+def run_edge_check(suite: Suite, folder: Path, factors: tuple[float, ...] = FACTORS) -> EdgeCheck:
+    """Probe the engine, predict the band with the probe, then predict and measure each rate
+    (``factors`` times the predicted edge); keep every command.
+
+    The SLO moves with the engine: drawn from the profile's speed, it is put at the same place
+    relative to the engine as the probe found it (a CI run's engine, 10-25 % slower than its
+    profile, otherwise met the TPOT bound at no rate: no edge to check)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    probe, probed = run_probe(suite, folder)
+    ttft, tpot = rescaled_slo(*slo(suite), *probe_factors(probe))
     limits = write_limits(suite.root)
-    found = _predict(suite, limits, ttft, tpot, "--find-max-rate")
+    calibrated = ("--calibrate", str(probe))
+    found = _predict(suite, limits, ttft, tpot, "--find-max-rate", *calibrated)
     assert found.returncode in (0, 2), found.brief()
-    done = [found]
-    calibration: tuple[str, ...] = ()
-    if calibrate_at is not None:
-        first = json.loads(found.stdout)["search"]["band"]["pass_50"]
-        assert first is not None, found.brief()
-        rate = round(first * calibrate_at, 3)
-        out = folder / f"calibration-rate-{rate:g}"
-        done.append(_trial(suite, out, rate, ttft, tpot))
-        calibration = ("--calibrate", str(out), "--apply-calibration")
-        found = _predict(suite, limits, ttft, tpot, "--find-max-rate", *calibration)
-        assert found.returncode in (0, 2), found.brief()
-        done.append(found)
-        # The SLO moves with the engine: drawn from the profile's speed, it is put at the same
-        # place relative to the engine as the calibration trial found it (a CI run's engine, 10-25 %
-        # slower than its profile, otherwise met the TPOT bound at no rate: no edge to check).
-        ttft, tpot = rescaled_slo(ttft, tpot, json.loads(found.stdout)["calibration"])
-        found = _predict(suite, limits, ttft, tpot, "--find-max-rate", *calibration)
-        assert found.returncode in (0, 2), found.brief()
-        done.append(found)
     doc = json.loads(found.stdout)
     search = doc["search"]
-    check = EdgeCheck(ttft, tpot, search["band"], done=done, inputs=doc["inputs"])
-    check.calibration = doc.get("calibration")
+    check = EdgeCheck(
+        ttft, tpot, search["band"], done=[probed, found], inputs=doc["inputs"], factors=factors
+    )
+    check.probe = doc.get("probe")
     edge = search["band"]["pass_50"]
     assert edge is not None, found.brief()
     check.edge = edge
     for k, factor in enumerate(factors):
         rate = round(edge * factor, 3)
-        predicted = _predict(suite, limits, ttft, tpot, "--rate", str(rate), *calibration)
+        predicted = _predict(suite, limits, ttft, tpot, "--rate", str(rate), *calibrated)
         check.done.append(predicted)
         assert predicted.returncode in (0, 2), predicted.brief()
         out = folder / f"trial-{k}-rate-{rate:g}"
