@@ -50,7 +50,7 @@ newer-python: setup ## The wheels and a part of the tests on CPython 3.13 in a D
 install-check: setup ## Every README install line run as written in fresh venvs and uv tool folders, outside the workspace; each installed command run (not in `make test`)
 	UV=$(UV) $(VENV)/bin/python -m tools.install_check.run $(INSTALL_CHECK_ARGS)
 
-demo: setup ## Simulated fleet: profile, predict, trial at 0.5 and 1 req/s (FULL=1: 200 requests) and past the edge, reconcile, measure the edge, report, compare the two rates
+demo: setup ## Simulated fleet: profile, probe, predict, trial at 0.5 and 1 req/s (FULL=1: 200 requests) and past the edge, reconcile, measure the edge, report, compare the two rates
 	$(VENV)/bin/python tools/demo.py
 
 bench: setup bench-profile ## Benchmarks (not part of `make test`): bench-profile, simulator overhead, trial-client fidelity, trace reading, trace replay at scale, Poisson against constant arrivals, asyncio against uvloop

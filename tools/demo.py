@@ -2,19 +2,20 @@
 
 Starts a ``narwhal-sim`` fleet (``examples/sim-fleet.json`` on fresh loopback ports, with its
 router on 127.0.0.1:18000 and a journal), profiles it with ``narwhal-profile``, prepares the
-runbook's workload, runs ``check``, predicts both rates from the profiles (``predict``, with the
-highest passing rate), runs the trial at 0.5 and then 1 request/s (20 requests each by
-default; ``FULL=1`` runs the runbook's 200), then once past the fleet's edge (12 request/s, the
-runbook's 200 requests: what a miss looks like, which ``predict`` shows from the throughput bound
-of the profiled engines; the runbook itself stops at its first miss),
-reads the engines' own view of each run (their ``/metrics`` around it and their per-request trace
-spans through ``run --fleet --otlp-receiver``: the client-added TTFT and the per-engine split),
+runbook's workload, probes each engine against its profile (``narwhal-profile --verify``), runs
+``check`` (with the probe), predicts both rates from the profiles and the probe (``predict
+--calibrate``, with the highest passing rate), runs the trial at 0.5 and then 1 request/s (20
+requests each by default; ``FULL=1`` runs the runbook's 200), then once past the fleet's edge (12
+request/s, the runbook's 200 requests: what a miss looks like, which ``predict`` shows from the
+throughput bound of the profiled engines; the runbook itself stops at its first miss), reads the
+engines' own view of each run (their ``/metrics`` around it and their per-request trace spans
+through ``run --fleet --otlp-receiver``: the client-added TTFT and the per-engine split),
 reconciles each run with the router journal, then measures the edge (``load_trial.py edge``: from
 the predicted band, bisecting on rate to within 10 % in at most 5 trials of 50 requests), prints a
 verdict per rate and the bracket, writes the run's report (``narwhal-report``: ``report.html``, its
-path is the last line printed), compares the sweep's two runs (``load_trial.py compare``: the
-1 request/s run against the 0.5 one, the same fleet at twice the load; a worse measure, exit 2, is
-a verdict), and stops everything it started, also on errors and Ctrl-C.
+path is the last line printed), compares the sweep's two runs (``load_trial.py compare``: the 1
+request/s run against the 0.5 one, the same fleet at twice the load; a worse measure, exit 2, is a
+verdict), and stops everything it started, also on errors and Ctrl-C.
 Everything is written under a fresh private ``runs/demo-XXXXXXXX`` folder; nothing else in the
 checkout changes.
 
@@ -308,8 +309,9 @@ def predict_rate(
     *,
     find_max: bool = False,
 ) -> str:
-    """One ``predict``; its verdict line (exit 0 pass, 2 miss, the throughput bound's included),
-    or why it refused (beyond the profiled domain, neither a pass nor a miss shown: exit 1)."""
+    """One ``predict``, with each engine's speed from the probe taken after the profile; its
+    verdict line (exit 0 pass, 2 miss, the throughput bound's included), or why it refused (beyond
+    the profiled domain, neither a pass nor a miss shown: exit 1)."""
     out = folder / f"prediction-{rate:g}.json"
     title = f"predict {rate:g} request/s ({requests} requests) from the profiles"
     code = step(
@@ -321,6 +323,7 @@ def predict_rate(
             "--ttft", f"{TTFT_S / scale:g}", "--tpot", f"{TPOT_S / scale:g}",
             "--attainment", ATTAINMENT,
             "--kv-transfer-s-per-token", f"{KV_TRANSFER_S_PER_TOKEN / scale:g}",
+            "--calibrate", str(folder.parent / "probe.json"),
             "--out", str(out), *(["--find-max-rate"] if find_max else []),
         ),
         ok=(0, 1, 2),
@@ -507,6 +510,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         with sim_fleet(folder, fleet, sim_config, port, args.time_scale) as base:
             say(f"   router {base}, journal {_short(str(folder / 'router-journal.jsonl'))}")
             step("profile the fleet", [*profile_command(), "--fleet", str(fleet), *PROFILE_SWEEP])
+            store = folder / "profiles" / "fleet-profiles.json"
+            probe = folder / "probe.json"
+            step(
+                "probe each engine against its profile (how fast it runs now)",
+                [*profile_command(), "--fleet", str(fleet), "--verify", str(store),
+                 "--out", str(probe)],
+                ok=(0, 3),
+            )  # fmt: skip
             records = write_launch_records(folder / "launch", engines)
             tdir = folder / "trial"
             tdir.mkdir(mode=0o700)
@@ -516,10 +527,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "--out", str(tdir / "workload"),
             ))  # fmt: skip
             launch = [a for r in records for a in ("--launch-record", str(r))]
-            store = folder / "profiles" / "fleet-profiles.json"
             step("check before the trial", trial(
                 "check", "--workload", str(tdir / "workload" / "workload.json"),
-                "--fleet", str(fleet), "--profiles", str(store), *launch,
+                "--fleet", str(fleet), "--profiles", str(store), *launch, "--probe", str(probe),
             ))  # fmt: skip
             predicted = predict_rates(tdir, fleet, store, args.requests, args.time_scale)
             capacity = capacity_line(tdir, RATES[0], args.requests, args.time_scale)
