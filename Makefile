@@ -10,7 +10,7 @@ VENV := .venv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
 
-.PHONY: help setup lint format typecheck pytest test conformance install-check build demo bench bench-profile bench-clients bench-kill clean
+.PHONY: help setup lint format typecheck pytest test conformance install-check build demo bench bench-profile bench-clients bench-kill bench-predict clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -68,6 +68,9 @@ bench-profile: setup ## narwhal-profile benchmarks (part of `make bench`): sweep
 
 bench-clients: setup ## narwhal-trial vs AIPerf 0.13.0 vs guidellm 0.8.1 (throwaway venvs in .bench-venvs/; not in `make test`; BENCH_ARGS=--quick for a smoke run)
 	$(VENV)/bin/python bench/bench_clients.py $(BENCH_ARGS)
+
+bench-predict: setup ## Backtest predict against trials on the simulator and vLLM's CPU server, scores into docs/benchmarks.md (about an hour; not in `make test`; BENCH_ARGS=--quick: the simulator alone, a few minutes)
+	$(VENV)/bin/python bench/predict_vs_vllm.py $(BENCH_ARGS)
 
 bench-kill: setup ## Kill store writers mid-write (SIGKILL, 220 trials; not in `make test`): 0 corrupt, 0 unrecoverable, 0 leftovers
 	$(VENV)/bin/python bench/store_kill_loop.py --trials 220

@@ -21,6 +21,9 @@ figures are reported in simulated time.
 
 Run: ``.venv/bin/python bench/predict_vs_trial.py [--time-scale 2] [--json FILE]``; ``--replay DIR``
 predicts again for a finished work folder (profiles and runs kept) without running anything.
+
+``backtest_target`` is the backtest's simulated variant (``bench/predict_vs_vllm.py``, ``make
+bench-predict``): one mixed engine with its step noise on.
 """
 
 from __future__ import annotations
@@ -31,14 +34,29 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from narwhal_sim.testing import start_sim_fleet
-from narwhal_trial import OutsideDomainError, PredictRequest, TrialShape, TrialTarget, predict
-
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench._backtest import Shape, Target  # noqa: E402 - after the path
+from tools.conformance._edge_check import write_limits  # noqa: E402 - after the path
+from tools.conformance._suite import IID  # noqa: E402 - after the path
+
+from narwhal_sim.testing import start_sim_fleet  # noqa: E402 - after the path
+from narwhal_trial import (  # noqa: E402 - after the path
+    OutsideDomainError,
+    PredictRequest,
+    TrialShape,
+    TrialTarget,
+    predict,
+)
+
 LAUNCHER = REPO / "tools" / "measurement" / "load_trial.py"
 INPUT, OUTPUT, REQUESTS, TTFT_S, TPOT_S, ATTAINMENT = 8192, 128, 200, 2.0, 0.0333, "0.95"
 KV_TRANSFER_S_PER_TOKEN = 2.5e-6  # the simulator's default
@@ -60,6 +78,47 @@ FLEETS: dict[str, list[dict[str, Any]]] = {
     ],
     "mixed": [{"iid": "h200-1.mixed", "role": "mixed", "model": MODEL}],
 }  # fmt: skip
+
+
+#: The backtest's simulated engine: every step's duration times 1 + N(0, sigma) (the ``noise``
+#: fault), so the profile, the probe and the trials each meet an engine that never runs the same
+#: twice; its settings shown to the profile (``dev_mode``: ``/server_info``).
+BACKTEST_NOISE = 0.1
+BACKTEST_SHAPES = (Shape(1024, 64), Shape(512, 128))
+BACKTEST_SWEEP = (
+    "--prefill-lens", "256,512,1024,2048",
+    "--decode-input-lens", "512,1024",
+    "--decode-concurrency", f"1,4,8,16,{MAX_NUM_SEQS}",
+    "--decode-tokens", "200",
+)  # fmt: skip
+
+
+@contextmanager
+def backtest_target(folder: Path) -> Iterator[Target]:
+    """The simulated variant, running: one mixed engine of the default preset (iid ``vllm-0``,
+    as the vLLM variants' one engine, so the probe is read the same way), noise on."""
+    cfg = {
+        "format": "narwhal.sim",
+        "format_version": 1,
+        "defaults": {
+            "max_num_seqs": MAX_NUM_SEQS,
+            "dev_mode": True,
+            "faults": {"noise": BACKTEST_NOISE},
+        },
+    }
+    engines = [{"iid": IID, "role": "mixed", "model": MODEL}]
+    with start_sim_fleet(folder, engines, sim_config=cfg) as sim:
+        yield Target(
+            variant="sim",
+            folder=folder,
+            base=sim.urls[IID],
+            fleet=sim.fleet_path,
+            limits=write_limits(folder, max_num_seqs=MAX_NUM_SEQS),
+            profile_args=BACKTEST_SWEEP,
+            shapes=BACKTEST_SHAPES,
+            about=f"narwhal-sim, default preset, max_num_seqs {MAX_NUM_SEQS}, step noise sigma "
+            f"{BACKTEST_NOISE}",
+        )
 
 
 def _run(cmd: list[str], *, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[str]:
