@@ -11,6 +11,7 @@ from narwhal_report import _svg
 from narwhal_report._edge_section import edge_section
 from narwhal_report._html import Markup, Section, esc, join, tag
 from narwhal_report._inputs import Inputs
+from narwhal_report._probe_section import probe_section
 from narwhal_report._profile_section import store_sections
 from narwhal_report._sweep_section import Curve, predict_curve, sweep_section, workload_groups
 from narwhal_report._trial_section import trial_section
@@ -76,6 +77,10 @@ def generator() -> str:
 def build_sections(inputs: Inputs, options: Options) -> list[Section]:
     """Every top-level section, figures drawn (call inside :func:`_svg.plotting`)."""
     sections = [store_sections(loaded, k) for k, loaded in enumerate(inputs.stores, start=1)]
+    sections += [
+        probe_section(path, probe, k, inputs.stores)
+        for k, (path, probe) in enumerate(inputs.probes.items(), start=1)
+    ]
     trials = [trial_section(run, k) for k, run in enumerate(inputs.runs, start=1)]
     if trials:
         sections.append(Section("trials", "Trials", Markup(""), trials))
@@ -147,7 +152,8 @@ def render(inputs: Inputs, options: Options | None = None) -> bytes:
     lead = (
         f"{len(inputs.stores)} profile store(s) with {n_profiles} profile(s), "
         f"{len(inputs.runs)} trial run(s)"
-        + (f", {len(inputs.edges)} edge search(es)." if inputs.edges else ".")
+        + (f", {len(inputs.edges)} edge search(es)" if inputs.edges else "")
+        + (f", {len(inputs.probes)} freshness probe(s)." if inputs.probes else ".")
     )
     body = join(
         [

@@ -2,8 +2,9 @@
 page.html``: a thin typer shell over :func:`write_report` and :func:`write_comparison`.
 
 Errors are one line ``narwhal-report: error: …``: exit 2 for bad input (a missing path, one that
-is neither a profile store nor a trial run folder, an unusable --out, ``--compare`` without its two
-paths or beside PATHs, sides compare refuses), 1 for a blocking error, 130 when interrupted.
+is neither a profile store, a freshness probe nor a trial run folder, an unreadable one, an
+unusable --out, ``--compare`` without its two paths or beside PATHs, sides compare refuses), 1
+for a blocking error, 130 when interrupted.
 Nothing is written on failure. ``--version`` prints the installed distribution's version (from its
 metadata).
 """
@@ -52,8 +53,9 @@ class ReportOptions:
     paths: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Profile stores (their .samples.json sidecar beside them), trial "
-            "run folders and edge folders (load_trial.py edge), one or many.",
+            help="Profile stores (their .samples.json sidecar beside them), freshness probes "
+            "(narwhal-profile --verify), trial run folders and edge folders (load_trial.py "
+            "edge), one or many.",
             show_default=False,
             metavar="PATH",
         ),
@@ -130,7 +132,8 @@ class ReportOptions:
                 raise ReportUsageError(f"{', '.join(alone)}: only with --compare A B")
             if not self.paths:
                 raise ReportUsageError(
-                    "give PATH… (profile stores, trial run folders, edge folders) or --compare A B"
+                    "give PATH… (profile stores, freshness probes, trial run folders, edge "
+                    "folders) or --compare A B"
                 )
             return None
         if self.paths:
@@ -186,8 +189,9 @@ def _parameters() -> inspect.Signature:
 
 
 def _command(**given: Any) -> None:
-    """Profiles and trials as one offline HTML page: fits, CDFs, timelines, attainment against
-    rate with the prediction, measured edges beside the predicted band; or (--compare A B) two
+    """Profiles, freshness probes and trials as one offline HTML page: fits, drift, CDFs,
+    timelines, attainment against rate with the prediction, measured
+    edges beside the predicted band; or (--compare A B) two
     deployments' verdicts and distributions side by side. No engine is contacted."""
     del given["version"]  # handled by its eager callback
     options = ReportOptions(**given)
