@@ -1,18 +1,22 @@
 """A freshness probe on the page: its own section (each engine's drift per phase, the drifted ones
-marked, every point behind it), and a malformed one refused."""
+marked, every point behind it), a malformed one refused, and the sweep's Monte Carlo table drawn
+through the probe of its store exactly as ``predict --calibrate PROBE`` draws it."""
 
 from __future__ import annotations
 
 import re
+from decimal import Decimal
+from html import escape
 from pathlib import Path
 
 import orjson
 import pytest
 
-from narwhal_report import read_inputs, render
+from narwhal_report import Options, read_inputs, render
+from narwhal_trial import PredictRequest, TrialShape, TrialTarget, predict, read_run
 
 from ..trial._probe_kit import write_probe
-from ._kit import write_store_fixture
+from ._kit import write_run_fixture, write_store_fixture
 from ._page_checks import assert_ids_unique_and_links_land, assert_well_nested
 from .conftest import Cli
 
@@ -26,12 +30,16 @@ FACTORS = {
     else ([1.1, 1.3, 1.2, 1.25, 1.15], [1.05, 1.1, 1.0, 1.15, 1.1])
     for iid in IIDS
 }
+TTFT_S = "0.3"  # tight enough that a fleet 20 % slower than profiled is near its edge at 2/s
+RATES = (2.0, 3.0)
+REPLICATIONS = 20
 THRESHOLD = 0.25
 
 
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The three-engine store, a probe of that store, and a probe of another store."""
+    """The three-engine store, two 40-request runs of one workload (TTFT ≤ 0.3 s) at 2 and 3/s,
+    a probe of that store, and a probe of another store."""
     folder = tmp_path_factory.mktemp("probed")
     store = write_store_fixture(folder)
     other = write_store_fixture(folder / "other", decode_noise=0.05)
@@ -44,7 +52,15 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             folder / "other-probe.json", folder / "fleet.json", other, FACTORS, threshold=THRESHOLD
         ),
     }
+    for rate in RATES:
+        found[f"rate-{rate:g}"] = write_run_fixture(
+            folder / "trial" / f"rate-{rate:g}", rate=rate, requests=40, ttft_s=TTFT_S
+        )
     return found
+
+
+def _runs(probed: dict[str, Path]) -> list[Path]:
+    return [probed[f"rate-{rate:g}"] for rate in RATES]
 
 
 def _section(page: str, ident: str) -> str:
@@ -141,3 +157,86 @@ def test_a_malformed_probe_is_exit_2_naming_the_json_path(
     ), lines[0]
     assert out.read_text() == "earlier"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad-probe.json", "report.html"]
+
+
+def _predicted(probed: dict[str, Path], rate: float, calibrate: Path | None) -> dict[str, str]:
+    """What ``predict`` gives at ``rate`` for the runs' workload, as the sweep table shows it."""
+    shape = TrialShape(8192, 128, 40, 0.0, max_in_flight=64)
+    target = TrialTarget(Decimal(TTFT_S), Decimal("0.0333"), Decimal("0.95"))
+    store = probed["store"]
+    request = PredictRequest(
+        store.parent.parent / "fleet.json", store, None, shape, target, rate, False,
+        replications=REPLICATIONS, seed=0, calibrate=calibrate,
+    )  # fmt: skip
+    p = predict(request).prediction
+    assert p is not None and p.spread_sources is not None
+    s = p.spread_sources
+    return {
+        "median": f"{p.attainment:.3f} [{p.attainment_interval.low:.3f}, "
+        f"{p.attainment_interval.high:.3f}]",
+        "pass": f"{p.pass_probability:.1%}",
+        "widths": f"<td>{s.engine_speed:.3f} ({s.speed_from})</td><td>{s.fits_bootstrap:.3f}</td>"
+        f"<td>{s.request_noise:.3f}</td><td>{s.trial_sampling:.3f}</td>",
+        "engine_speed": f"{s.engine_speed}",
+    }
+
+
+def _sweep(page: str) -> str:
+    return _section(page, "sweep-1")
+
+
+def test_the_sweep_draws_its_monte_carlo_through_the_probe(probed: dict[str, Path]) -> None:
+    """With a probe of the store: the section says each engine's speed came from that probe, and
+    each measured rate's row is what ``predict --calibrate PROBE`` gives there: the median and
+    its range, the pass probability and the four sources' widths, engine speed from the probe
+    (its width not 0: the probe's factors vary)."""
+    paths = [probed["store"], *_runs(probed), probed["probe"]]
+    page = render(read_inputs(paths), Options(replications=REPLICATIONS)).decode()
+    sweep = _sweep(page)
+    assert escape(f"each engine's speed from the freshness probe {probed['probe']}") in sweep
+    assert f"({REPLICATIONS} replications, seed 0)" in sweep
+    for header in ("engine speed", "fits", "request noise", "trial sampling"):
+        assert f"<th>{header}</th>" in sweep
+    for rate in RATES:
+        expected = _predicted(probed, rate, probed["probe"])
+        row = _row(sweep.rsplit("Monte Carlo from", 1)[1], f"{rate:g}/s")
+        run = read_run(probed[f"rate-{rate:g}"]).summary
+        assert f"{run.good}/{run.requests} = {run.good / run.requests:.3f}" in row
+        assert f"<td>{expected['median']}</td><td>{expected['pass']}</td>" in row, row
+        assert expected["widths"] in row, row
+    assert float(_predicted(probed, RATES[0], probed["probe"])["engine_speed"]) > 0
+    assert "hollow diamonds: the Monte Carlo median" in sweep
+
+
+def test_without_a_probe_of_its_store_the_speed_is_the_sweeps(probed: dict[str, Path]) -> None:
+    """A probe of another store is not used: the section says the speed came from the profile
+    sweep's history and every row is ``predict`` without a probe (speed from the sweep)."""
+    paths = [probed["store"], *_runs(probed), probed["other-probe"]]
+    page = render(read_inputs(paths), Options(replications=REPLICATIONS)).decode()
+    sweep = _sweep(page)
+    assert escape("each engine's speed from its profile sweep's history (no probe of") in sweep
+    assert "freshness probe" not in sweep and "(probe)" not in sweep
+    for rate in RATES:
+        expected = _predicted(probed, rate, None)
+        row = _row(sweep.rsplit("Monte Carlo from", 1)[1], f"{rate:g}/s")
+        assert f"<td>{expected['median']}</td><td>{expected['pass']}</td>" in row, row
+        assert expected["widths"] in row and "(sweep)" in row, row
+
+
+def test_one_replication_leaves_the_monte_carlo_out(
+    cli: Cli, probed: dict[str, Path], tmp_path: Path
+) -> None:
+    """``--replications 1``: the curve of the fits alone, no Monte Carlo table, and a line saying
+    so; ``--replications`` beside ``--compare`` is refused."""
+    out = tmp_path / "report.html"
+    proc = cli(str(probed["store"]), *map(str, _runs(probed)), "--replications", "1", "--out",
+               str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    sweep = _sweep(out.read_text())
+    assert "no Monte Carlo at the measured rates (--replications 1)" in sweep
+    assert "Monte Carlo from" not in sweep and "predicted from fleet-profiles.json" in sweep
+    runs = _runs(probed)
+    proc = cli("--compare", str(runs[0]), str(runs[1]), "--replications", "5", "--out",
+               str(tmp_path / "c.html"))  # fmt: skip
+    assert proc.returncode == 2 and "--replications" in proc.stderr
+    assert not (tmp_path / "c.html").exists()

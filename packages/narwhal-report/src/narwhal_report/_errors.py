@@ -4,8 +4,8 @@ ReportError          root; exit 1: a blocking error (the figures could not be dr
 │                    written)
 └── ReportUsageError exit 2: bad input: a missing path, a path that is neither a profile store, a
                      freshness probe, a trial run folder nor an edge folder, an unreadable store,
-                     probe, run or edge folder, an unusable --out or --fleet, a path under a
-                     folder that cannot be entered
+                     probe, run or edge folder, an unusable --out or --fleet, --replications out
+                     of range, a path under a folder that cannot be entered
 """
 
 from __future__ import annotations

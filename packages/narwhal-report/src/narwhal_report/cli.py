@@ -23,6 +23,7 @@ import typer
 
 from narwhal_report._errors import ReportError, ReportUsageError
 from narwhal_report._report import write_comparison, write_report
+from narwhal_report._sweep_spread import MAX_REPLICATIONS, REPLICATIONS
 from narwhal_trial import CompareRequest
 
 PROG = "narwhal-report"
@@ -77,6 +78,17 @@ class ReportOptions:
             "per prompt token to move a split request's KV (as predict's option).",
         ),
     ] = 0.0
+    replications: Annotated[
+        int | None,
+        typer.Option(
+            "--replications",
+            min=1,
+            max=MAX_REPLICATIONS,
+            show_default=False,
+            help="Monte Carlo replications of the prediction at each measured rate of a sweep "
+            f"(default {REPLICATIONS}; 1: none, the curve of the fits alone).",
+        ),
+    ] = None
     compare: Annotated[
         tuple[Path, Path] | None,
         typer.Option(
@@ -139,8 +151,10 @@ class ReportOptions:
         if self.paths:
             given = " ".join(map(str, self.paths))
             raise ReportUsageError(f"--compare A B takes no PATH beside it (got {given})")
-        if self.fleet is not None or self.kv_transfer:
-            raise ReportUsageError("--fleet and --kv-transfer-s-per-token: not with --compare")
+        if self.fleet is not None or self.kv_transfer or self.replications is not None:
+            raise ReportUsageError(
+                "--fleet, --kv-transfer-s-per-token and --replications: not with --compare"
+            )
         a, b = self.compare
         request = CompareRequest(
             a, b, seed=self.seed or 0, allow_different_workloads=self.allow_different_workloads
@@ -190,7 +204,7 @@ def _parameters() -> inspect.Signature:
 
 def _command(**given: Any) -> None:
     """Profiles, freshness probes and trials as one offline HTML page: fits, drift, CDFs,
-    timelines, attainment against rate with the prediction, measured
+    timelines, attainment against rate with the prediction and its sources of spread, measured
     edges beside the predicted band; or (--compare A B) two
     deployments' verdicts and distributions side by side. No engine is contacted."""
     del given["version"]  # handled by its eager callback
@@ -202,6 +216,7 @@ def _command(**given: Any) -> None:
             options.out,
             fleet=options.fleet,
             kv_transfer_s_per_token=options.kv_transfer,
+            replications=options.replications or REPLICATIONS,
         )
     else:
         written = write_comparison(request, options.out)
