@@ -142,10 +142,12 @@ def write_run_fixture(
     service_s: float = 1.0,
     misses: int = 0,
     errors: int = 0,
+    ttft_s: str = "2",
 ) -> Path:
     """A finished run folder at ``rate``: requests queue on one server of ``service_s`` each (so a
     rate above 1/service_s falls behind and misses its TTFT); the last ``misses`` offers are
-    schedule misses and ``errors`` offers in the middle are HTTP errors."""  # fmt: skip
+    schedule misses and ``errors`` offers in the middle are HTTP errors; ``ttft_s``: the TTFT
+    SLO the records are judged by."""  # fmt: skip
     out.mkdir(parents=True)
     run_id = f"trial-fixture-{rate:g}"
     records: list[RequestRecord] = []
@@ -167,12 +169,12 @@ def write_run_fixture(
         ttft = start - sent + 0.24
         tpot = 0.0056 + 0.0001 * (n % 7)
         end = sent + ttft + tpot * 127
-        good = ttft <= 2.0 and tpot <= 0.0333
+        good = ttft <= float(ttft_s) and tpot <= 0.0333
         records.append(
             _record(n, rid, due, sent=sent, end=end, status="completed", ttft=ttft, tpot=tpot,
                     good=good)
         )  # fmt: skip
-    return write_run_folder(out, records, run_id=run_id, rate=rate)
+    return write_run_folder(out, records, run_id=run_id, rate=rate, ttft_s=ttft_s)
 
 
 def write_run_folder(
@@ -183,10 +185,12 @@ def write_run_folder(
     rate: float,
     input_tokens: int = 8192,
     output_tokens: int = 128,
+    ttft_s: str = "2",
 ) -> Path:
     """``manifest.json``, ``requests.jsonl`` and ``summary.json`` of a run of ``records`` at
-    ``rate`` (the summary from the records as ``run`` writes it: an offer late by more than
-    0.05 s makes the schedule invalid) in the existing folder ``out``."""
+    ``rate`` against a TTFT SLO of ``ttft_s`` (the summary from the records as ``run`` writes it:
+    an offer late by more than 0.05 s makes the schedule invalid) in the existing folder
+    ``out``."""
     requests = len(records)
     facts = RunFacts(run_id=run_id, requests=requests, rate=rate, attainment=Decimal("0.95"),
                      max_lag_s=0.05, max_in_flight_seen=12, cpu_user_s=4.2, cpu_system_s=0.4,
@@ -204,7 +208,7 @@ def write_run_folder(
                 "drain_timeout_s": 60.0, "drain_gauges": ["narwhal_router_resident_requests"],
                 "stream_transport": "raw", "drain_preset": "narwhal-router"},
         arguments={"rate": rate}, model="llama-3.1-8b", requests=requests, rate=rate,
-        ttft_s="2", tpot_s="0.0333", attainment="0.95", input_tokens=input_tokens,
+        ttft_s=ttft_s, tpot_s="0.0333", attainment="0.95", input_tokens=input_tokens,
         output_tokens=output_tokens, warmup_request_id=f"{run_id}-warmup",
     )  # fmt: skip
     (out / "manifest.json").write_bytes(orjson.dumps(manifest.model_dump(mode="json")))

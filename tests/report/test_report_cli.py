@@ -22,14 +22,17 @@ def _one_error_line(stderr: str) -> str:
 
 def test_writes_a_private_page_and_says_where(cli: Cli, inputs: dict[str, Path],
                                               tmp_path: Path) -> None:  # fmt: skip
-    """Exit 0, ``wrote report to PATH`` and a 0600 HTML file holding both trials."""
+    """Exit 0, ``wrote report to PATH`` and a 0600 HTML file holding both trials (and the
+    sweep's Monte Carlo at the replications asked)."""
     out = tmp_path / "report.html"
-    proc = cli(str(inputs["store"]), str(inputs["pass"]), str(inputs["miss"]), "--out", str(out))
+    proc = cli(str(inputs["store"]), str(inputs["pass"]), str(inputs["miss"]), "--replications",
+               "5", "--out", str(out))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"wrote report to {out}"
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>") and 'id="trial-2-rate-4"' in page
+    assert "at each measured rate (5 replications, seed 0)" in page
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # no temporary file left
 
 

@@ -9,10 +9,14 @@ from pathlib import Path
 
 from narwhal_report import _svg
 from narwhal_report._edge_section import edge_section
+from narwhal_report._errors import ReportUsageError
 from narwhal_report._html import Markup, Section, esc, join, tag
 from narwhal_report._inputs import Inputs
+from narwhal_report._probe_section import probe_section
 from narwhal_report._profile_section import store_sections
+from narwhal_report._sweep_model import sweep_model
 from narwhal_report._sweep_section import Curve, predict_curve, sweep_section, workload_groups
+from narwhal_report._sweep_spread import MAX_REPLICATIONS, REPLICATIONS, Spread, predict_spread
 from narwhal_report._trial_section import trial_section
 from narwhal_trial import TrialRun
 
@@ -60,9 +64,17 @@ footer { margin-top: 48px; color: var(--muted); font-size: 12px; }
 
 @dataclass(frozen=True, slots=True)
 class Options:
-    """What the report assumes beyond its inputs (the settings no record holds)."""
+    """What the report assumes beyond its inputs (the settings no record holds), and how many
+    Monte Carlo replications it runs at each measured rate of a sweep (1: none, the fits alone)."""
 
     kv_transfer_s_per_token: float = 0.0
+    replications: int = REPLICATIONS
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.replications <= MAX_REPLICATIONS:
+            raise ReportUsageError(
+                f"--replications must be 1 to {MAX_REPLICATIONS}, got {self.replications}"
+            )
 
 
 def generator() -> str:
@@ -76,18 +88,24 @@ def generator() -> str:
 def build_sections(inputs: Inputs, options: Options) -> list[Section]:
     """Every top-level section, figures drawn (call inside :func:`_svg.plotting`)."""
     sections = [store_sections(loaded, k) for k, loaded in enumerate(inputs.stores, start=1)]
+    sections += [
+        probe_section(path, probe, k, inputs.stores)
+        for k, (path, probe) in enumerate(inputs.probes.items(), start=1)
+    ]
     trials = [trial_section(run, k) for k, run in enumerate(inputs.runs, start=1)]
     if trials:
         sections.append(Section("trials", "Trials", Markup(""), trials))
     sweeps = []
     for k, group in enumerate(workload_groups(inputs.runs), start=1):
-        curves, notes = _curves(inputs, group, options)
+        curves, notes, spreads = _predictions(inputs, group, options, monte_carlo=True)
+        if options.replications == 1 and curves:
+            notes.append("no Monte Carlo at the measured rates (--replications 1)")
         if len(group) > 1 or curves:
-            sweeps.append(sweep_section(group, k, curves, notes))
+            sweeps.append(sweep_section(group, k, curves, notes, spreads))
     if sweeps:
         sections.append(Section("across-trials", "Across trials", Markup(""), sweeps))
     edges = [
-        edge_section(edge, k, *_curves(inputs, edge.runs, options))
+        edge_section(edge, k, *_predictions(inputs, edge.runs, options)[:2])
         for k, edge in enumerate(inputs.edges, start=1)
     ]
     if edges:
@@ -95,22 +113,31 @@ def build_sections(inputs: Inputs, options: Options) -> list[Section]:
     return sections
 
 
-def _curves(
-    inputs: Inputs, runs: list[TrialRun], options: Options
-) -> tuple[list[Curve], list[str]]:
-    """The curve each store predicts for ``runs`` (one workload), and why a store gives none."""
+def _predictions(
+    inputs: Inputs, runs: list[TrialRun], options: Options, *, monte_carlo: bool = False
+) -> tuple[list[Curve], list[str], list[Spread]]:
+    """The curve each store predicts for ``runs`` (one workload), why a store gives none, and
+    (``monte_carlo``) each store's Monte Carlo prediction at the runs' rates, through the newest
+    probe of that store given."""
     curves: list[Curve] = []
     notes: list[str] = []
+    spreads: list[Spread] = []
     if not runs:
-        return curves, notes
+        return curves, notes, spreads
     for loaded in inputs.stores:
         fleet = inputs.fleets.get(loaded.path)
         if not isinstance(fleet, Path):
             notes.append(f"no prediction from {loaded.path.name}: {fleet}")
             continue
-        curve = predict_curve(runs, loaded.path, fleet, options.kv_transfer_s_per_token)
-        (curves.append(curve) if isinstance(curve, Curve) else notes.append(curve))
-    return curves, notes
+        found = sweep_model(runs, loaded.path, fleet, options.kv_transfer_s_per_token)
+        if isinstance(found, str):
+            notes.append(found)
+            continue
+        curves.append(predict_curve(runs, found))
+        if monte_carlo and options.replications > 1:
+            probes = inputs.probes_of(loaded)
+            spreads.append(predict_spread(runs, found, probes, options.replications))
+    return curves, notes, spreads
 
 
 def contents(sections: list[Section]) -> Markup:
@@ -147,7 +174,8 @@ def render(inputs: Inputs, options: Options | None = None) -> bytes:
     lead = (
         f"{len(inputs.stores)} profile store(s) with {n_profiles} profile(s), "
         f"{len(inputs.runs)} trial run(s)"
-        + (f", {len(inputs.edges)} edge search(es)." if inputs.edges else ".")
+        + (f", {len(inputs.edges)} edge search(es)" if inputs.edges else "")
+        + (f", {len(inputs.probes)} freshness probe(s)." if inputs.probes else ".")
     )
     body = join(
         [

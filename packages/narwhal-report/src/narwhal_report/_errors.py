@@ -3,8 +3,9 @@
 ReportError          root; exit 1: a blocking error (the figures could not be drawn, the file not
 │                    written)
 └── ReportUsageError exit 2: bad input: a missing path, a path that is neither a profile store, a
-                     trial run folder nor an edge folder, an unreadable store, run or edge folder,
-                     an unusable --out or --fleet, a path under a folder that cannot be entered
+                     freshness probe, a trial run folder nor an edge folder, an unreadable store,
+                     probe, run or edge folder, an unusable --out or --fleet, --replications out
+                     of range, a path under a folder that cannot be entered
 """
 
 from __future__ import annotations

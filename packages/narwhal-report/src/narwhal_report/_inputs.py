@@ -1,21 +1,27 @@
-"""What the command was given: profile stores (with their sidecars), trial run folders and edge
-folders (``load_trial.py edge``), read through narwhal-store and narwhal-trial; the fleet file each
-store was profiled for."""
+"""What the command was given: profile stores (with their sidecars), freshness probes
+(``narwhal-profile --verify``), trial run folders and edge folders (``load_trial.py edge``), read
+through narwhal-store and narwhal-trial; the fleet file each store was profiled for."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from narwhal_report._errors import ReportUsageError
 from narwhal_store import (
+    PROBE_FORMAT,
+    FormatError,
     LoadedStore,
     PathAccessError,
+    ProbeDocument,
     StoreError,
     load_fleet,
+    load_probe,
     lstat_or_none,
     read_store,
 )
@@ -35,13 +41,19 @@ FLEET_NAMES = ("fleet.json",)
 
 @dataclass(slots=True)
 class Inputs:
-    """The stores, runs and edge searches, in the order given, and per store the fleet file (or
-    why none)."""
+    """The stores, runs, edge searches and probes, in the order given, and per store the fleet
+    file (or why none)."""
 
     stores: list[LoadedStore] = field(default_factory=list)
     runs: list[TrialRun] = field(default_factory=list)
     fleets: dict[Path, Path | str] = field(default_factory=dict)
     edges: list[EdgeRun] = field(default_factory=list)
+    probes: dict[Path, ProbeDocument] = field(default_factory=dict)
+
+    def probes_of(self, loaded: LoadedStore) -> dict[Path, ProbeDocument]:
+        """The probes that compared their engines with ``loaded`` (its SHA-256), oldest first."""
+        found = {p: d for p, d in self.probes.items() if d.profiles_sha256 == loaded.sha256}
+        return dict(sorted(found.items(), key=lambda item: _when(item[1])))
 
 
 def _lstat(path: Path, what: str) -> os.stat_result | None:
@@ -67,7 +79,9 @@ def read_inputs(paths: Sequence[Path], fleet: Path | None = None) -> Inputs:
     """Read every path; ``ReportUsageError`` names the first that is missing, cannot be looked at,
     or is neither a store, a run folder nor an edge folder (or is one that cannot be read)."""
     if not paths:
-        raise ReportUsageError("give at least one profile store, trial run folder or edge folder")
+        raise ReportUsageError(
+            "give at least one profile store, freshness probe, trial run folder or edge folder"
+        )
     found = Inputs()
     seen: set[Path] = set()
     for path in paths:
@@ -92,6 +106,8 @@ def read_inputs(paths: Sequence[Path], fleet: Path | None = None) -> Inputs:
                 found.runs.append(read_run(path))
             except ReadError as exc:
                 raise ReportUsageError(f"{path}: not a readable trial run: {exc}") from exc
+        elif _is_file(path, "") and _is_probe(path):
+            found.probes[path] = _read_probe(path)
         elif _is_file(path, ""):
             try:
                 found.stores.append(read_store(path))
@@ -107,6 +123,35 @@ def read_inputs(paths: Sequence[Path], fleet: Path | None = None) -> Inputs:
     for loaded in found.stores:
         found.fleets[loaded.path] = fleet_of(loaded, fleet)
     return found
+
+
+def _is_probe(path: Path) -> bool:
+    """The file says it is a freshness probe (its ``format``); anything else, JSON or not, is
+    left for the store's reader to judge."""
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == PROBE_FORMAT
+
+
+def _read_probe(path: Path) -> ProbeDocument:
+    """The probe at ``path``; ``ReportUsageError`` naming the file and the JSON path of what is
+    wrong in it."""
+    try:
+        return load_probe(path)
+    except FormatError as exc:
+        where = f"{exc.json_path}: " if exc.json_path else ""
+        raise ReportUsageError(
+            f"{path}: not a readable freshness probe: {where}{exc.message}"
+        ) from exc
+    except StoreError as exc:
+        raise ReportUsageError(f"{path}: not a readable freshness probe: {exc}") from exc
+
+
+def _when(probe: ProbeDocument) -> datetime:
+    """When the probe ended, comparable across time zones."""
+    return datetime.fromisoformat(probe.created_at)
 
 
 def fleet_of(loaded: LoadedStore, given: Path | None) -> Path | str:

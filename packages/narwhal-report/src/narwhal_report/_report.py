@@ -9,6 +9,7 @@ from pathlib import Path
 from narwhal_report._document import Options, render
 from narwhal_report._errors import ReportError, ReportUsageError
 from narwhal_report._inputs import check_out, read_inputs
+from narwhal_report._sweep_spread import REPLICATIONS
 from narwhal_report.compare._page import render_comparison
 from narwhal_store import DestinationError, StoreError, write_file_atomic
 from narwhal_trial import CompareRequest
@@ -20,15 +21,18 @@ def write_report(
     *,
     fleet: Path | None = None,
     kv_transfer_s_per_token: float = 0.0,
+    replications: int = REPLICATIONS,
 ) -> Path:
-    """Read ``paths`` (stores and run folders), render the report and write it to ``out``.
+    """Read ``paths`` (stores, probes, run and edge folders), render the report and write it to
+    ``out`` (``replications``: of the Monte Carlo at each measured rate of a sweep; 1: none).
 
     ``ReportUsageError`` for bad input (nothing drawn), ``ReportError`` when the page could not be
     written; either way ``out`` is left as it was.
     """
+    options = Options(kv_transfer_s_per_token=kv_transfer_s_per_token, replications=replications)
     check_out(out)
     inputs = read_inputs(paths, fleet)
-    page = render(inputs, Options(kv_transfer_s_per_token=kv_transfer_s_per_token))
+    page = render(inputs, options)
     return _write(out, page)
 
 

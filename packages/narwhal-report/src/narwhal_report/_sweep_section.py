@@ -1,26 +1,24 @@
 """Across the trials of one workload: measured attainment against rate, and beside it the curve
-``load_trial.py predict`` gives from a profile store (in virtual time; no engine is contacted)."""
+``load_trial.py predict`` gives from a profile store (in virtual time; no engine is contacted)
+and its Monte Carlo prediction at each measured rate (``_sweep_spread``)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from narwhal_report import _svg
 from narwhal_report._html import Markup, Section, badge, esc, figure, join, slug, table, tag
+from narwhal_report._sweep_model import StoreModel
+from narwhal_report._sweep_spread import Spread, draw_spreads, spread_table
 from narwhal_trial import (
     OutsideDomainError,
-    PredictRequest,
     Summary,
-    TrialError,
     TrialRun,
-    TrialShape,
-    TrialTarget,
     find_max_rate,
-    load_model,
     predict_rate,
 )
 
@@ -60,24 +58,9 @@ def workload_groups(runs: list[TrialRun]) -> list[list[TrialRun]]:
     return [sorted(g, key=lambda r: r.manifest.rate) for g in groups.values()]
 
 
-def predict_curve(
-    runs: list[TrialRun], store: Path, fleet: Path, kv_transfer_s_per_token: float
-) -> Curve | str:
-    """The predicted curve over rates around the measured ones, or why there is none."""
-    m = runs[0].manifest
-    shape = TrialShape(
-        m.input_tokens,
-        m.output_tokens,
-        m.requests,
-        kv_transfer_s_per_token,
-        max_in_flight=m.limits.max_in_flight,
-    )
-    target = TrialTarget(Decimal(m.ttft_s), Decimal(m.tpot_s), Decimal(m.attainment))
-    request = PredictRequest(fleet, store, None, shape, target, None, False)
-    try:
-        model, _ = load_model(request)
-    except TrialError as exc:
-        return f"no prediction from {store.name}: {exc}"
+def predict_curve(runs: list[TrialRun], found: StoreModel) -> Curve:
+    """The curve the fits alone predict over rates around the measured ones."""
+    model, shape, target = found.model, found.shape, found.target
     measured = [r.manifest.rate for r in runs]
     search = find_max_rate(model, shape, target, min(measured))
     lo = min(measured) / 4
@@ -109,7 +92,7 @@ def predict_curve(
         low.append(p.attainment_interval.low)
         high.append(p.attainment_interval.high)
     return Curve(
-        f"predicted from {store.name}",
+        f"predicted from {found.store.name}",
         rates,
         att,
         low,
@@ -120,9 +103,14 @@ def predict_curve(
 
 
 def sweep_section(
-    runs: list[TrialRun], index: int, curves: list[Curve], notes: list[str]
+    runs: list[TrialRun],
+    index: int,
+    curves: list[Curve],
+    notes: list[str],
+    spreads: Sequence[Spread] = (),
 ) -> Section:
-    """Attainment against rate for one workload group, with any predicted curves."""
+    """Attainment against rate for one workload group, with any predicted curves and each
+    store's Monte Carlo prediction at the measured rates."""
     m = runs[0].manifest
     rows = []
     for run in runs:
@@ -154,13 +142,21 @@ def sweep_section(
                 class_="sub",
             ),
             figure(
-                sweep_figure(runs, curves),
+                sweep_figure(runs, curves, spreads),
                 "Measured attainment (with its 95% interval) at each "
-                "rate run, the target, and the attainment predicted from the profiles (line; band: "
-                "every fit off by its worst residual; dotted: the highest rate predicted to pass).",
+                "rate run, the target, and the attainment predicted from the profiles (line: the "
+                "fits alone; band: every fit off by its worst residual; dotted: the highest rate "
+                "predicted to pass"
+                + (
+                    "; hollow diamonds: the Monte Carlo median at each measured rate with its "
+                    "5-95 % range)."
+                    if spreads
+                    else ")."
+                ),
             ),
             table(["rate", "run", "good", "attainment [95%]", "verdict", "schedule"], rows),
             tag("ul", join(tag("li", esc(line)) for line in lines)) if lines else Markup(""),
+            join(spread_table(s) for s in spreads),
         ]
     )
     title = (
@@ -197,11 +193,13 @@ def finish_attainment_axes(ax: Any, target: float) -> None:
     ax.legend(loc="lower left", fontsize=7)
 
 
-def sweep_figure(runs: list[TrialRun], curves: list[Curve]) -> str:
-    """Measured points with intervals, the target line and the predicted curves."""
+def sweep_figure(runs: list[TrialRun], curves: list[Curve], spreads: Sequence[Spread] = ()) -> str:
+    """Measured points with intervals, the target line, the predicted curves and Monte Carlo
+    ranges."""
     fig, axes = _svg.new_figure(1, 1, size=(9.0, 3.4))
     ax = axes[0][0]
     draw_curves(ax, curves)
+    draw_spreads(ax, list(spreads))
     for run in runs:
         colour = _svg.GOOD if run.summary.passed else _svg.ERROR
         draw_measured(ax, run.manifest.rate, run.summary, colour)

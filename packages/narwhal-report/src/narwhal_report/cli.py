@@ -2,8 +2,9 @@
 page.html``: a thin typer shell over :func:`write_report` and :func:`write_comparison`.
 
 Errors are one line ``narwhal-report: error: …``: exit 2 for bad input (a missing path, one that
-is neither a profile store nor a trial run folder, an unusable --out, ``--compare`` without its two
-paths or beside PATHs, sides compare refuses), 1 for a blocking error, 130 when interrupted.
+is neither a profile store, a freshness probe nor a trial run folder, an unreadable one, an
+unusable --out, ``--compare`` without its two paths or beside PATHs, sides compare refuses), 1
+for a blocking error, 130 when interrupted.
 Nothing is written on failure. ``--version`` prints the installed distribution's version (from its
 metadata).
 """
@@ -22,6 +23,7 @@ import typer
 
 from narwhal_report._errors import ReportError, ReportUsageError
 from narwhal_report._report import write_comparison, write_report
+from narwhal_report._sweep_spread import MAX_REPLICATIONS, REPLICATIONS
 from narwhal_trial import CompareRequest
 
 PROG = "narwhal-report"
@@ -52,8 +54,9 @@ class ReportOptions:
     paths: Annotated[
         list[Path] | None,
         typer.Argument(
-            help="Profile stores (their .samples.json sidecar beside them), trial "
-            "run folders and edge folders (load_trial.py edge), one or many.",
+            help="Profile stores (their .samples.json sidecar beside them), freshness probes "
+            "(narwhal-profile --verify), trial run folders and edge folders (load_trial.py "
+            "edge), one or many.",
             show_default=False,
             metavar="PATH",
         ),
@@ -75,6 +78,17 @@ class ReportOptions:
             "per prompt token to move a split request's KV (as predict's option).",
         ),
     ] = 0.0
+    replications: Annotated[
+        int | None,
+        typer.Option(
+            "--replications",
+            min=1,
+            max=MAX_REPLICATIONS,
+            show_default=False,
+            help="Monte Carlo replications of the prediction at each measured rate of a sweep "
+            f"(default {REPLICATIONS}; 1: none, the curve of the fits alone).",
+        ),
+    ] = None
     compare: Annotated[
         tuple[Path, Path] | None,
         typer.Option(
@@ -130,14 +144,17 @@ class ReportOptions:
                 raise ReportUsageError(f"{', '.join(alone)}: only with --compare A B")
             if not self.paths:
                 raise ReportUsageError(
-                    "give PATH… (profile stores, trial run folders, edge folders) or --compare A B"
+                    "give PATH… (profile stores, freshness probes, trial run folders, edge "
+                    "folders) or --compare A B"
                 )
             return None
         if self.paths:
             given = " ".join(map(str, self.paths))
             raise ReportUsageError(f"--compare A B takes no PATH beside it (got {given})")
-        if self.fleet is not None or self.kv_transfer:
-            raise ReportUsageError("--fleet and --kv-transfer-s-per-token: not with --compare")
+        if self.fleet is not None or self.kv_transfer or self.replications is not None:
+            raise ReportUsageError(
+                "--fleet, --kv-transfer-s-per-token and --replications: not with --compare"
+            )
         a, b = self.compare
         request = CompareRequest(
             a, b, seed=self.seed or 0, allow_different_workloads=self.allow_different_workloads
@@ -186,8 +203,9 @@ def _parameters() -> inspect.Signature:
 
 
 def _command(**given: Any) -> None:
-    """Profiles and trials as one offline HTML page: fits, CDFs, timelines, attainment against
-    rate with the prediction, measured edges beside the predicted band; or (--compare A B) two
+    """Profiles, freshness probes and trials as one offline HTML page: fits, drift, CDFs,
+    timelines, attainment against rate with the prediction and its sources of spread, measured
+    edges beside the predicted band; or (--compare A B) two
     deployments' verdicts and distributions side by side. No engine is contacted."""
     del given["version"]  # handled by its eager callback
     options = ReportOptions(**given)
@@ -198,6 +216,7 @@ def _command(**given: Any) -> None:
             options.out,
             fleet=options.fleet,
             kv_transfer_s_per_token=options.kv_transfer,
+            replications=options.replications or REPLICATIONS,
         )
     else:
         written = write_comparison(request, options.out)

@@ -4,8 +4,9 @@
 ``run_trial`` drains the fleet, warms it up and offers every request at ``t0 + n / rate``, recording
 schedule misses instead of sending late; ``run_checks`` and ``reconcile`` are the runbook's checks
 before and after; ``read_run`` reads a finished run folder back through its models; ``predict``
-(``load_model``, ``predict_rate``, ``find_max_rate``) foretells a trial's attainment
-and its highest passing rate from the profiles in virtual time, contacting nothing; ``read_edge``
+(``load_model``, ``predict_rate``, ``find_max_rate``; ``probe_model`` draws each engine's speed
+from a freshness probe) foretells a trial's attainment and its highest passing rate from the
+profiles in virtual time, contacting nothing; ``read_edge``
 reads the folder of an ``edge`` search (the measured capacity search: ``edge.json`` and a run
 folder per trial); ``compare_sides`` judges two deployments' runs, edges and profiles against
 each other (``Comparison``). ``ServerDoc`` (``server.json``) and ``ServerView`` (the summary's
@@ -81,6 +82,7 @@ from narwhal_trial.predictor._predict import (
     load_model,
     predict,
 )
+from narwhal_trial.predictor._probe_speed import probe_model
 from narwhal_trial.predictor._profile_domain import CheckItem
 from narwhal_trial.predictor._rates import find_max_rate, predict_rate
 from narwhal_trial.predictor._vtime import EngineModel, TrialShape, simulate
@@ -181,6 +183,7 @@ __all__ = [
     "pace",
     "predict",
     "predict_rate",
+    "probe_model",
     "prompt_ids",
     "read_compare_side",
     "read_edge",
