@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +181,20 @@ def decode_sample(
         "tpot_s": tpot_s,
         "ctx": ctx,
     }
+
+
+def one_engine_store(
+    folder: Path, fits: tuple[dict[str, float], dict[str, float]]
+) -> tuple[Path, Path]:
+    """A fleet of one mixed engine ``e`` in ``folder`` and its store with ``fits``: prefill
+    lengths 128 and 1,024, decode input 512 at concurrency 1 to 16."""
+    fleet = folder / "fleet.json"
+    fleet.write_text(
+        json.dumps({
+            "format": "narwhal.fleet", "format_version": 1,
+            "profiles": {"path": "profiles/fleet-profiles.json"},
+            "engines": [{"iid": "e", "url": "http://127.0.0.1:9100", "role": "mixed"}],
+        })
+    )  # fmt: skip
+    store = write_profiles(fleet, [128, 1024], [512], fits={"e": fits}, concurrency=[1, 4, 8, 16])
+    return fleet, store

@@ -14,7 +14,7 @@ from narwhal_trial.predictor._predict import PredictRequest, predict
 from narwhal_trial.predictor._vtime import TrialShape
 
 from ._probe_kit import write_probe
-from ._store_kit import write_profiles
+from ._store_kit import one_engine_store
 from .conftest import Cli
 
 FITS = ({"a": 0.02, "b": 4e-5, "c": 0.0}, {"d0": 0.004, "d1": 5e-4, "d2": 0.0})
@@ -24,16 +24,7 @@ RATE = 4.0
 
 @pytest.fixture
 def fleet_and_store(tmp_path: Path) -> tuple[Path, Path]:
-    fleet = tmp_path / "fleet.json"
-    fleet.write_text(
-        json.dumps({
-            "format": "narwhal.fleet", "format_version": 1,
-            "profiles": {"path": "profiles/fleet-profiles.json"},
-            "engines": [{"iid": "e", "url": "http://127.0.0.1:9100", "role": "mixed"}],
-        })
-    )  # fmt: skip
-    store = write_profiles(fleet, [128, 1024], [512], fits={"e": FITS}, concurrency=[1, 4, 8, 16])
-    return fleet, store
+    return one_engine_store(tmp_path, FITS)
 
 
 def _request(
