@@ -112,6 +112,15 @@ def _merge(
     result.fits = fit_figures(written.store.profiles)
 
 
+def run_interruptibly(sweep: Coroutine[Any, Any, T], state: LiveState) -> T:
+    """``sweep`` on a new event loop (``interruptible``); ``KeyboardInterrupt`` when Ctrl-C came
+    and the sweep swallowed its cancellation and returned."""
+    done = asyncio.run(interruptible(sweep, state))
+    if state.interrupted:
+        raise KeyboardInterrupt
+    return done
+
+
 async def interruptible(sweep: Coroutine[Any, Any, T], state: LiveState) -> T:
     """Run the sweep with Ctrl-C recorded in ``state`` as well as cancelling it: a cancellation
     that some library swallows (seen once on a loaded machine: the sweep ran on and exited 0)
@@ -147,27 +156,23 @@ def _live(
     progress = Progress.for_stream(stderr)
     state = LiveState()
     try:
-        asyncio.run(
-            interruptible(
-                run_live(
-                    fleet,
-                    only=options.only,
-                    limits=limits,
-                    sweep=options.sweep,
-                    colocation=plan.colocation,
-                    overwrite=options.overwrite,
-                    progress=progress,
-                    state=state,
-                    scale=options.scale,
-                    keepalive_expiry_s=options.keepalive_expiry_s,
-                    warn=lambda message: progress.warn(f"narwhal-profile: warning: {message}"),
-                    limits_path=options.limits,
-                ),
-                state,
-            )
+        run_interruptibly(
+            run_live(
+                fleet,
+                only=options.only,
+                limits=limits,
+                sweep=options.sweep,
+                colocation=plan.colocation,
+                overwrite=options.overwrite,
+                progress=progress,
+                state=state,
+                scale=options.scale,
+                keepalive_expiry_s=options.keepalive_expiry_s,
+                warn=lambda message: progress.warn(f"narwhal-profile: warning: {message}"),
+                limits_path=options.limits,
+            ),
+            state,
         )
-        if state.interrupted:  # the sweep swallowed its cancellation and returned
-            raise KeyboardInterrupt
     except (KeyboardInterrupt, asyncio.CancelledError):
         kept = (
             f"{state.written} finished profile(s) kept in {path}"
@@ -204,23 +209,19 @@ def _verify(
     progress = Progress.for_stream(stderr)
     state = LiveState()
     try:
-        drifts = asyncio.run(
-            interruptible(
-                run_verify(
-                    targets,
-                    threshold=threshold,
-                    limits=limits,
-                    progress=progress,
-                    state=state,
-                    keepalive_expiry_s=options.keepalive_expiry_s,
-                    warn=lambda message: progress.warn(f"narwhal-profile: warning: {message}"),
-                    limits_path=options.limits,
-                ),
-                state,
-            )
+        drifts = run_interruptibly(
+            run_verify(
+                targets,
+                threshold=threshold,
+                limits=limits,
+                progress=progress,
+                state=state,
+                keepalive_expiry_s=options.keepalive_expiry_s,
+                warn=lambda message: progress.warn(f"narwhal-profile: warning: {message}"),
+                limits_path=options.limits,
+            ),
+            state,
         )
-        if state.interrupted:  # the probe swallowed its cancellation and returned
-            raise KeyboardInterrupt
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise ProfileInterrupted("interrupted; nothing was written") from None
     finally:
