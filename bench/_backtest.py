@@ -11,7 +11,9 @@ edge, and without it; at each factor of the edge ``predict --rate`` with and wit
 
 Everything goes into the variant's folder, one folder per shape with its ``plan.json`` (written
 after every step, so an interrupted run can be scored as far as it got); ``_backtest_report``
-scores it. Commands run as the runbook types them (``tools/conformance/_commands``).
+scores it. ``repredict`` makes every prediction of a finished folder again with the predictor
+installed now, against the same profiles, probes and trials. Commands run as the runbook types
+them (``tools/conformance/_commands``).
 """
 
 from __future__ import annotations
@@ -208,6 +210,37 @@ def trial(
         f"{got.get('good')}/{got.get('requests')} good, schedule "
         f"{'valid' if got.get('client_schedule_valid') else 'INVALID'} ({done.wall_s:.0f} s)"
     )
+
+
+def repredict(work: Path, say: Say) -> None:
+    """Every search and rate prediction under ``work`` made again, in place, by the predictor
+    installed now: the same profiles, probes, SLOs and rates (each variant's ``limits.json``, as
+    its run gave it), so the trials already run score today's forecasts. Logged to each shape's
+    ``repredict.log``."""
+    for plan_path in sorted(work.glob("*/*/plan.json")):
+        folder, variant = plan_path.parent, plan_path.parent.parent
+        plan = json.loads(plan_path.read_text(encoding="utf-8"))
+        limits = variant / "limits.json"
+        target = Target(
+            variant=plan["variant"], folder=variant, base="", fleet=variant / "fleet.json",
+            limits=limits if limits.is_file() else None, profile_args=(), shapes=(), about="",
+        )  # fmt: skip
+        log = folder / "repredict.log"
+
+        def keep(done: cmd.Done, log: Path = log) -> cmd.Done:
+            with log.open("a", encoding="utf-8") as out:
+                out.write(done.brief(limit=20_000) + "\n\n")
+            return done
+
+        shape = Shape(**plan["shape"])
+        ttft, tpot = Decimal(plan["ttft_s"]), Decimal(plan["tpot_s"])
+        predict = Predictor(target, shape, folder, ttft, tpot, folder / "probe.json", keep)
+        for forecast in plan.get("searches", {}):
+            predict.search(forecast)
+        for k, entry in enumerate(plan["rates"]):
+            for forecast in entry["predictions"]:
+                predict.at(k, entry["rate"], forecast)
+        say(f"{plan['variant']} {shape.name}: predicted again")
 
 
 @dataclass(frozen=True)

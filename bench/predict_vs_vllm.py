@@ -18,13 +18,16 @@ and writes the table between the backtest's markers in docs/benchmarks.md.
 
 Run: ``.venv/bin/python bench/predict_vs_vllm.py [--json FILE]`` (about an hour);
 ``--quick`` the simulator alone at four rates (a few minutes, docs left alone); ``--replay DIR``
-scores a finished work folder again without running anything.
+scores a finished work folder again without running anything; ``--replay DIR --repredict`` copies
+it to ``DIR-repredicted-STAMP``, makes every prediction again there with the predictor installed
+now (same profiles, probes and trials; no engine runs), and scores the copy.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -42,6 +45,7 @@ from bench._backtest import (  # noqa: E402 - after the path
     Shape,
     Target,
     measure_variant,
+    repredict,
     write_json,
 )
 from bench._backtest_report import (  # noqa: E402 - after the path
@@ -173,6 +177,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="the simulator alone, four rates")
     parser.add_argument("--work", type=Path, help="work folder (default: a new one)")
     parser.add_argument("--replay", type=Path, help="score a finished work folder again")
+    parser.add_argument("--repredict", action="store_true", help="with --replay: predict again, "
+                        "in a copy, with the predictor installed now")  # fmt: skip
     parser.add_argument("--json", type=Path, help="every figure, as JSON (also WORK/figures.json)")
     parser.add_argument("--docs", type=Path, help=f"the page to write the table into ({DOCS} "
                         "unless --quick or --no-docs)")  # fmt: skip
@@ -182,8 +188,17 @@ def main() -> int:
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         parser.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    if args.repredict and args.replay is None:
+        parser.error("--repredict needs --replay DIR")
     if args.replay is not None:
         work = args.replay.absolute()
+        if args.repredict:
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            copy = work.with_name(f"{work.name}-repredicted-{stamp}")
+            shutil.copytree(work, copy, symlinks=True)
+            work = copy
+            say(f"predicting again in {work}")
+            repredict(work, say)
     else:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         work = (args.work or REPO / ".bench-runs" / f"backtest-{stamp}").absolute()
