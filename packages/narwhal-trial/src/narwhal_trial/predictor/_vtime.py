@@ -35,6 +35,13 @@ tokens). Per engine:
   times the fit's, and its wait gains its drawn TTFT noise; every step's decode cost is the
   nearest profiled point's level times the fit's; a request's TPOT gains its drawn TPOT noise.
   Without one, the model is the fits' alone (deterministic).
+
+Steps that only decode are fused (``fuse``): while an engine alone on its device decodes the same
+sequences and nothing can join them (no arrival, no waiting request ready, no split fleet's
+handoff), its steps run in one tight loop until one of its sequences ends or the next arrival,
+each step's cost computed exactly as one step at a time would (the same floats, in the same
+order): only a request's first and last token times are kept, so nothing observable changes, and
+long outputs no longer cost one event per token.
 """
 
 from __future__ import annotations
@@ -98,6 +105,7 @@ class _Engine:
 class _Device:
     engines: list[_Engine]
     end: float | None = None
+    steps: int = 1  # the decode steps the plan stands for (fused: more than one)
     plan: list[tuple[_Engine, list[_Seq], list[tuple[_Seq, int]]]] = field(default_factory=list)
 
 
@@ -117,12 +125,19 @@ class SimulatedOutcome:
 
 
 def simulate(
-    engines: list[EngineModel], shape: TrialShape, rate: float, replica: Replica | None = None
+    engines: list[EngineModel],
+    shape: TrialShape,
+    rate: float,
+    replica: Replica | None = None,
+    *,
+    fuse: bool = True,
 ) -> SimulatedOutcome:
     """Offer ``shape.requests`` requests at ``n / rate`` to an idle fleet (a scheduled shape's:
     at its offsets divided by ``rate``, the speedup, each with its own lengths); run until all
-    end. ``replica``: one Monte Carlo replication's spread (None: the fits alone)."""
+    end. ``replica``: one Monte Carlo replication's spread (None: the fits alone). ``fuse``:
+    decode-only steps in one loop (False: one event per step, the reference it equals)."""
     run = _Run(engines, shape, rate, replica)
+    run.fuse = fuse and not run.prefillers
     while run.ended + run.missed < shape.requests:
         now = run.next_event()
         run.end_steps(now)
@@ -160,6 +175,7 @@ class _Run:
         self.served = {e.model.iid: 0 for e in self.engines}
         self.prefilled = {e.model.iid: 0 for e in self.engines}
         self.offered = self.missed = self.ended = 0
+        self.fuse = False
 
     def next_event(self) -> float:
         """The next arrival, step end, or idle device's first ready request."""
@@ -214,9 +230,12 @@ class _Run:
 
     def start_steps(self, now: float) -> None:
         """Every idle device starts a step when work is ready."""
+        arrival = self.arrival[self.offered] if self.offered < self.shape.requests else None
         for dev in self.devices.values():
             if dev.end is None:
                 _plan(dev, now)
+                if self.fuse and dev.plan and len(dev.engines) == 1:
+                    _fuse(dev, float("inf") if arrival is None else arrival)
 
     def outcome(self) -> SimulatedOutcome:
         """The client's view of the requests sent, and what each engine saw."""
@@ -297,6 +316,30 @@ def _plan(dev: _Device, now: float) -> None:
         dev.end = now + cost
 
 
+def _fuse(dev: _Device, horizon: float) -> None:
+    """Extend a planned decode-only step of the device's one engine by the steps that follow it
+    unchanged: each next step starts before ``horizon`` (the next arrival) and before the first
+    waiting request is ready (unless the engine is full), and none of its sequences ended."""
+    ((e, decode, chunks),) = dev.plan
+    if chunks or not decode or dev.end is None:
+        return
+    m = e.model
+    if e.waiting and (m.max_num_seqs is None or len(e.running) < m.max_num_seqs):
+        horizon = min(horizon, e.waiting[0].ready)
+    n = len(decode)
+    left = min(s.target - s.generated for s in decode)
+    sum_ctx = sum(s.prompt + s.generated for s in decode)
+    end, steps = dev.end, 1
+    while steps < left and end < horizon:
+        sum_ctx += n
+        step = m.d0 + m.d1 * n + m.d2 * sum_ctx
+        if e.spread is not None:
+            step *= e.spread.decode_level(n, sum_ctx / n)
+        end = end + step
+        steps += 1
+    dev.end, dev.steps = end, steps
+
+
 def _commit(
     dev: _Device,
     now: float,
@@ -311,7 +354,7 @@ def _commit(
     for e, decode, chunks in dev.plan:
         done: list[_Seq] = []
         for s in decode:
-            s.generated += 1
+            s.generated += dev.steps
             s.last = now
             if s.generated >= s.target:
                 done.append(s)
@@ -337,4 +380,5 @@ def _commit(
             last[s.req] = s.last
             ended += 1
     dev.plan = []
+    dev.steps = 1
     return ended
