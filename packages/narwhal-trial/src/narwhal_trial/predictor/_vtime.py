@@ -37,15 +37,18 @@ tokens). Per engine:
   Without one, the model is the fits' alone (deterministic).
 
 Steps that only decode are fused (``fuse``): while an engine alone on its device decodes the same
-sequences and nothing can join them (no arrival, no waiting request ready, no split fleet's
-handoff), its steps run in one tight loop until one of its sequences ends or the next arrival,
-each step's cost computed exactly as one step at a time would (the same floats, in the same
-order): only a request's first and last token times are kept, so nothing observable changes, and
-long outputs no longer cost one event per token.
+sequences and nothing can join them (no arrival, no waiting request ready), its steps run in one
+tight loop until one of its sequences ends or the next arrival, each step's cost computed exactly
+as one step at a time would (the same floats, in the same order). A split fleet's prefill engine
+may hand a request over meanwhile: the block is then cut at the first step that ends once the
+request is ready, where one step at a time would have admitted it. Only a request's first and
+last token times are kept, so nothing observable changes, and long outputs no longer cost one
+event per token.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -106,6 +109,7 @@ class _Device:
     engines: list[_Engine]
     end: float | None = None
     steps: int = 1  # the decode steps the plan stands for (fused: more than one)
+    ends: list[float] = field(default_factory=list)  # a fused block's step ends, in order
     plan: list[tuple[_Engine, list[_Seq], list[tuple[_Seq, int]]]] = field(default_factory=list)
 
 
@@ -137,7 +141,7 @@ def simulate(
     end. ``replica``: one Monte Carlo replication's spread (None: the fits alone). ``fuse``:
     decode-only steps in one loop (False: one event per step, the reference it equals)."""
     run = _Run(engines, shape, rate, replica)
-    run.fuse = fuse and not run.prefillers
+    run.fuse = fuse
     while run.ended + run.missed < shape.requests:
         now = run.next_event()
         run.end_steps(now)
@@ -191,7 +195,14 @@ class _Run:
         for dev in self.devices.values():
             if dev.end is not None and dev.end <= now:
                 self.ended += _commit(
-                    dev, dev.end, self.shape, self.outs, self.first, self.last, self.route
+                    dev,
+                    dev.end,
+                    self.shape,
+                    self.outs,
+                    self.first,
+                    self.last,
+                    self.route,
+                    self.devices,
                 )
                 dev.end = None
 
@@ -319,7 +330,8 @@ def _plan(dev: _Device, now: float) -> None:
 def _fuse(dev: _Device, horizon: float) -> None:
     """Extend a planned decode-only step of the device's one engine by the steps that follow it
     unchanged: each next step starts before ``horizon`` (the next arrival) and before the first
-    waiting request is ready (unless the engine is full), and none of its sequences ended."""
+    waiting request is ready (unless the engine is full), and none of its sequences ended. A
+    handoff later may cut the block (``_cut``)."""
     ((e, decode, chunks),) = dev.plan
     if chunks or not decode or dev.end is None:
         return
@@ -329,15 +341,27 @@ def _fuse(dev: _Device, horizon: float) -> None:
     n = len(decode)
     left = min(s.target - s.generated for s in decode)
     sum_ctx = sum(s.prompt + s.generated for s in decode)
-    end, steps = dev.end, 1
-    while steps < left and end < horizon:
+    end = dev.end
+    ends = [end]
+    while len(ends) < left and end < horizon:
         sum_ctx += n
         step = m.d0 + m.d1 * n + m.d2 * sum_ctx
         if e.spread is not None:
             step *= e.spread.decode_level(n, sum_ctx / n)
         end = end + step
-        steps += 1
-    dev.end, dev.steps = end, steps
+        ends.append(end)
+    if len(ends) > 1:
+        dev.end, dev.steps, dev.ends = end, len(ends), ends
+
+
+def _cut(dev: _Device, ready: float) -> None:
+    """A request ready at ``ready`` joins the device's engine: a fused block ends with its first
+    step that ends at ``ready`` or later (the step one step at a time would admit it after)."""
+    if dev.steps > 1:
+        j = bisect.bisect_left(dev.ends, ready)
+        if j < dev.steps - 1:
+            dev.steps, dev.end = j + 1, dev.ends[j]
+            del dev.ends[j + 1 :]
 
 
 def _commit(
@@ -348,6 +372,7 @@ def _commit(
     first: list[float],
     last: list[float],
     route: list[tuple[_Engine, _Engine | None] | None],
+    devices: dict[str, _Device],
 ) -> int:
     """Emit the step's tokens; returns how many requests ended (last token at the client)."""
     ended = 0
@@ -375,10 +400,12 @@ def _commit(
                 ready = now + shape.kv_transfer_s_per_token * s.prompt + target.delay
                 seq = _Seq(s.req, s.prompt, outs[s.req], ready, computed=s.prompt - 1)
                 target.waiting.append(seq)
+                _cut(devices[target.model.device], ready)
                 continue
             first[s.req] = s.first
             last[s.req] = s.last
             ended += 1
     dev.plan = []
     dev.steps = 1
+    dev.ends = []
     return ended
