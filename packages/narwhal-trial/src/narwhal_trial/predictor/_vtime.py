@@ -108,9 +108,13 @@ class _Engine:
 class _Device:
     engines: list[_Engine]
     end: float | None = None
-    steps: int = 1  # the decode steps the plan stands for (fused: more than one)
     ends: list[float] = field(default_factory=list)  # a fused block's step ends, in order
     plan: list[tuple[_Engine, list[_Seq], list[tuple[_Seq, int]]]] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        """The decode steps the plan stands for (fused: more than one)."""
+        return max(1, len(self.ends))
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +144,7 @@ def simulate(
     at its offsets divided by ``rate``, the speedup, each with its own lengths); run until all
     end. ``replica``: one Monte Carlo replication's spread (None: the fits alone). ``fuse``:
     decode-only steps in one loop (False: one event per step, the reference it equals)."""
-    run = _Run(engines, shape, rate, replica)
-    run.fuse = fuse
+    run = _Run(engines, shape, rate, replica, fuse)
     while run.ended + run.missed < shape.requests:
         now = run.next_event()
         run.end_steps(now)
@@ -161,6 +164,7 @@ class _Run:
         shape: TrialShape,
         rate: float,
         replica: Replica | None,
+        fuse: bool,
     ) -> None:
         spreads = {} if replica is None else replica.engines
         self.engines = [_Engine(m, max(0.0, m.a - m.d0), spreads.get(m.iid)) for m in engines]
@@ -179,7 +183,7 @@ class _Run:
         self.served = {e.model.iid: 0 for e in self.engines}
         self.prefilled = {e.model.iid: 0 for e in self.engines}
         self.offered = self.missed = self.ended = 0
-        self.fuse = False
+        self.fuse = fuse
 
     def next_event(self) -> float:
         """The next arrival, step end, or idle device's first ready request."""
@@ -351,17 +355,16 @@ def _fuse(dev: _Device, horizon: float) -> None:
         end = end + step
         ends.append(end)
     if len(ends) > 1:
-        dev.end, dev.steps, dev.ends = end, len(ends), ends
+        dev.end, dev.ends = end, ends
 
 
 def _cut(dev: _Device, ready: float) -> None:
     """A request ready at ``ready`` joins the device's engine: a fused block ends with its first
     step that ends at ``ready`` or later (the step one step at a time would admit it after)."""
-    if dev.steps > 1:
-        j = bisect.bisect_left(dev.ends, ready)
-        if j < dev.steps - 1:
-            dev.steps, dev.end = j + 1, dev.ends[j]
-            del dev.ends[j + 1 :]
+    j = bisect.bisect_left(dev.ends, ready)
+    if j < len(dev.ends) - 1:
+        dev.end = dev.ends[j]
+        del dev.ends[j + 1 :]
 
 
 def _commit(
@@ -375,11 +378,11 @@ def _commit(
     devices: dict[str, _Device],
 ) -> int:
     """Emit the step's tokens; returns how many requests ended (last token at the client)."""
-    ended = 0
+    ended, steps = 0, dev.steps
     for e, decode, chunks in dev.plan:
         done: list[_Seq] = []
         for s in decode:
-            s.generated += dev.steps
+            s.generated += steps
             s.last = now
             if s.generated >= s.target:
                 done.append(s)
@@ -406,6 +409,5 @@ def _commit(
             last[s.req] = s.last
             ended += 1
     dev.plan = []
-    dev.steps = 1
     dev.ends = []
     return ended
