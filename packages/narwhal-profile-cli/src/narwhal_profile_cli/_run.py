@@ -113,15 +113,15 @@ def _merge(
 
 
 def run_interruptibly(sweep: Coroutine[Any, Any, T], state: LiveState) -> T:
-    """``sweep`` on a new event loop (``interruptible``); ``KeyboardInterrupt`` when Ctrl-C came
+    """``sweep`` on a new event loop (``_interruptible``); ``KeyboardInterrupt`` when Ctrl-C came
     and the sweep swallowed its cancellation and returned."""
-    done = asyncio.run(interruptible(sweep, state))
+    done = asyncio.run(_interruptible(sweep, state))
     if state.interrupted:
         raise KeyboardInterrupt
     return done
 
 
-async def interruptible(sweep: Coroutine[Any, Any, T], state: LiveState) -> T:
+async def _interruptible(sweep: Coroutine[Any, Any, T], state: LiveState) -> T:
     """Run the sweep with Ctrl-C recorded in ``state`` as well as cancelling it: a cancellation
     that some library swallows (seen once on a loaded machine: the sweep ran on and exited 0)
     still stops the sweep before its next profile is written, and the command exits 130."""
