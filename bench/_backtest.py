@@ -88,6 +88,17 @@ def write_json(path: Path, doc: Mapping[str, Any]) -> None:
     path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
 
 
+def command_log(log: Path) -> Callable[[cmd.Done], cmd.Done]:
+    """A pass-through for every command's result that appends its brief to ``log``."""
+
+    def keep(done: cmd.Done) -> cmd.Done:
+        with log.open("a", encoding="utf-8") as out:
+            out.write(done.brief(limit=20_000) + "\n\n")
+        return done
+
+    return keep
+
+
 def measure_variant(target: Target, factors: Sequence[float], say: Say) -> None:
     """Profile the engine, then measure every shape; ``variant.json`` says how it went."""
     started = time.monotonic()
@@ -125,13 +136,7 @@ def measure_shape(target: Target, shape: Shape, factors: Sequence[float], say: S
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rates": [],
     }
-    log = folder / "commands.log"
-
-    def keep(done: cmd.Done) -> cmd.Done:
-        with log.open("a", encoding="utf-8") as out:
-            out.write(done.brief(limit=20_000) + "\n\n")
-        return done
-
+    keep = command_log(folder / "commands.log")
     done = keep(cmd.trial(
         "prepare", "--base", target.base, "--input-tokens", str(shape.input_tokens),
         "--output-tokens", str(shape.output_tokens), "--seed", str(TRIAL_SEED),
@@ -225,15 +230,9 @@ def repredict(work: Path, say: Say) -> None:
             variant=plan["variant"], folder=variant, base="", fleet=variant / "fleet.json",
             limits=limits if limits.is_file() else None, profile_args=(), shapes=(), about="",
         )  # fmt: skip
-        log = folder / "repredict.log"
-
-        def keep(done: cmd.Done, log: Path = log) -> cmd.Done:
-            with log.open("a", encoding="utf-8") as out:
-                out.write(done.brief(limit=20_000) + "\n\n")
-            return done
-
         shape = Shape(**plan["shape"])
         ttft, tpot = Decimal(plan["ttft_s"]), Decimal(plan["tpot_s"])
+        keep = command_log(folder / "repredict.log")
         predict = Predictor(target, shape, folder, ttft, tpot, folder / "probe.json", keep)
         for forecast in plan.get("searches", {}):
             predict.search(forecast)

@@ -190,17 +190,16 @@ def main() -> int:
         parser.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
     if args.repredict and args.replay is None:
         parser.error("--repredict needs --replay DIR")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     if args.replay is not None:
         work = args.replay.absolute()
         if args.repredict:
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
             copy = work.with_name(f"{work.name}-repredicted-{stamp}")
             shutil.copytree(work, copy, symlinks=True)
             work = copy
             say(f"predicting again in {work}")
             repredict(work, say)
     else:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         work = (args.work or REPO / ".bench-runs" / f"backtest-{stamp}").absolute()
         work.mkdir(mode=0o700, parents=True, exist_ok=False)
         say(f"work folder {work}")
