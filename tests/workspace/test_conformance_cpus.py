@@ -113,3 +113,37 @@ def test_every_thread_of_the_front_moves_and_its_children_stay(cpus: ModuleType)
             except ProcessLookupError:
                 break
             time.sleep(0.05)
+
+
+STAT_BEFORE = """cpu  300 0 100 900 10 0 5 20 0 0
+cpu0 100 0 50 800 10 0 5 0 0 0
+cpu1 200 0 50 100 0 0 0 20 0 0
+intr 12345 0 0
+"""
+STAT_AFTER = """cpu  700 0 150 1000 10 0 5 320 0 0
+cpu0 150 0 70 880 10 0 5 0 0 0
+cpu1 550 0 80 120 0 0 0 320 0 0
+intr 12399 0 0
+"""
+
+
+def test_host_load_counts_busy_and_stolen_seconds_per_cpu(cpus: ModuleType) -> None:
+    before = cpus.parse_cpu_stat(STAT_BEFORE, 100.0)
+    after = cpus.parse_cpu_stat(STAT_AFTER, 100.0)
+    assert set(before) == {0, 1}
+    assert before[1]["steal"] == pytest.approx(0.2)
+    load = cpus.host_load(before, after)
+    assert load == {
+        "0": {"busy_s": 0.7, "steal_s": 0.0},
+        "1": {"busy_s": 3.8, "steal_s": 3.0},
+    }
+    assert cpus.host_load(None, after) is None
+
+
+def test_cpu_seconds_reads_this_machine(cpus: ModuleType) -> None:
+    first = cpus.cpu_seconds()
+    assert first is not None and set(first) >= os.sched_getaffinity(0)
+    second = cpus.cpu_seconds()
+    assert all(
+        v["busy_s"] >= 0 and v["steal_s"] >= 0 for v in cpus.host_load(first, second).values()
+    )

@@ -78,3 +78,44 @@ def move_threads(pid: int, cpus: frozenset[int]) -> int:
             continue  # the thread ended meanwhile
         moved += 1
     return moved
+
+
+#: /proc/stat's fields after the CPU's name, in order (man 5 proc).
+_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def parse_cpu_stat(text: str, ticks_per_s: float) -> dict[int, dict[str, float]]:
+    """Per CPU, the seconds ``/proc/stat`` counts since boot in each of ``_STAT_FIELDS``."""
+    out: dict[int, dict[str, float]] = {}
+    for line in text.splitlines():
+        name, *fields = line.split()
+        if not name.startswith("cpu") or name == "cpu":
+            continue
+        values = [int(v) / ticks_per_s for v in fields[: len(_STAT_FIELDS)]]
+        out[int(name[3:])] = dict(zip(_STAT_FIELDS, values, strict=False))
+    return out
+
+
+def cpu_seconds() -> dict[int, dict[str, float]] | None:
+    """This machine's ``parse_cpu_stat`` now; None where there is no ``/proc/stat``."""
+    try:
+        text = Path("/proc/stat").read_text(encoding="ascii")
+    except OSError:
+        return None
+    return parse_cpu_stat(text, float(os.sysconf("SC_CLK_TCK")))
+
+
+def host_load(
+    before: dict[int, dict[str, float]] | None, after: dict[int, dict[str, float]] | None
+) -> dict[str, dict[str, float]] | None:
+    """Per CPU between two readings: seconds busy (everything but idle and iowait) and seconds
+    stolen (a virtual machine's CPU waiting while its host ran someone else: the guest's clock
+    runs on and every process on that CPU looks slower)."""
+    if before is None or after is None:
+        return None
+    out: dict[str, dict[str, float]] = {}
+    for cpu in sorted(set(before) & set(after)):
+        gone = {k: after[cpu][k] - before[cpu].get(k, 0.0) for k in after[cpu]}
+        busy = sum(v for k, v in gone.items() if k not in ("idle", "iowait", "steal"))
+        out[str(cpu)] = {"busy_s": round(busy, 2), "steal_s": round(gone.get("steal", 0.0), 2)}
+    return out
