@@ -9,6 +9,9 @@ PYTHON ?= python3
 VENV := .venv
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := $(PYTHON)
+# The suite's workers (pytest-xdist): two on a 2-core machine halve `make test`; each test file stays
+# on one worker, so its module fixtures start once. PYTEST_WORKERS=0 runs every test in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: help setup lint format typecheck pytest test conformance install-check build demo bench bench-profile bench-clients bench-kill bench-predict clean
 
@@ -35,8 +38,8 @@ format: setup ## Apply ruff fixes and formatting
 typecheck: setup ## mypy --strict on every package's sources, tools/ and bench/
 	$(VENV)/bin/mypy packages/*/src tools bench
 
-pytest: setup ## Run the test suite only
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+pytest: setup ## Run the test suite only (PYTEST_WORKERS=2 processes; PYTEST_ARGS for pytest's own)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test: lint typecheck pytest ## Lint, type checks and the whole test suite (what CI runs)
 
