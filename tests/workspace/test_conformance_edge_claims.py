@@ -55,6 +55,9 @@ def test_a_slow_patch_at_half_the_edge_is_recorded_not_asserted(edge: ModuleType
     }
     assert {"low_range_holds", "edge_meets_band"} == edge.RECORDED_ONLY
     assert check.figures()["claims"] == claims  # results.json keeps every claim
+    assert check.figures()["probe_after"] is None
+    check.probe_after = (1.02, 0.97)
+    assert check.figures()["probe_after"] == {"prefill": 1.02, "decode": 0.97}
 
 
 def test_an_asserted_claim_still_fails_when_the_trial_refutes_it(edge: ModuleType) -> None:

@@ -19,7 +19,9 @@ tests assert ``asserted_claims``: all but ``RECORDED_ONLY``):
   meets the predicted band (from the 0.9 crossing to the 0.1 crossing; recorded only).
 
 Beside each trial it records what the machine's CPUs did meanwhile (``_cpus.host_load``: seconds
-busy and stolen per CPU), so that a trial the host slowed can be told from a wrong prediction.
+busy and stolen per CPU), so that a trial the host slowed can be told from a wrong prediction;
+after the last trial it probes the engine again (``probe_after``), so that how far the engine
+moved while the trials ran is measured, not guessed.
 """
 
 from __future__ import annotations
@@ -147,6 +149,8 @@ class EdgeCheck:
     edge: float = 0.0
     #: The prediction's ``probe``: each engine's drift as the freshness probe measured it.
     probe: dict[str, Any] | None = None
+    #: The probe's prefill and decode factors once more, after the last trial.
+    probe_after: tuple[float, float] | None = None
     #: The factors of the predicted edge the rates were (``FACTORS`` unless given).
     factors: tuple[float, ...] = FACTORS
     done: list[cmd.Done] = field(default_factory=list)
@@ -167,6 +171,7 @@ class EdgeCheck:
     def figures(self) -> dict[str, Any]:
         """For results.json."""
         lo, hi = self.measured_edge()
+        after = self.probe_after
         return {
             "ttft_s": str(self.ttft_s),
             "tpot_s": str(self.tpot_s),
@@ -178,6 +183,7 @@ class EdgeCheck:
             "edge_agrees": self.edge_agrees(),
             "engines": self.inputs.get("engines"),
             "probe": self.probe,
+            "probe_after": None if after is None else {"prefill": after[0], "decode": after[1]},
             "claims": self.claims(),
         }
 
@@ -299,10 +305,10 @@ def _trial(suite: Suite, out: Path, rate: float, ttft: Decimal, tpot: Decimal) -
     return run
 
 
-def run_probe(suite: Suite, folder: Path) -> tuple[Path, cmd.Done]:
+def run_probe(suite: Suite, folder: Path, name: str = "probe.json") -> tuple[Path, cmd.Done]:
     """``narwhal-profile --verify``: the engine re-measured at a few of its profile's points (exit
     0, or 3 when it drifted past the threshold: the probe is written either way)."""
-    out = folder / "probe.json"
+    out = folder / name
     done = cmd.profile(
         "--fleet", suite.fleet, "--verify", suite.store, "--out", out, env=suite.env
     )  # fmt: skip
@@ -361,4 +367,7 @@ def run_edge_check(suite: Suite, folder: Path, factors: tuple[float, ...] = FACT
                 host=host,
             )
         )
+    after, probed_after = run_probe(suite, folder, "probe-after.json")
+    check.done.append(probed_after)
+    check.probe_after = probe_factors(after)
     return check
