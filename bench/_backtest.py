@@ -27,14 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from tools.conformance import _commands as cmd
-from tools.conformance._edge_check import (
-    ATTAINMENT,
-    MAX_LAG_S,
-    REQUESTS,
-    probe_factors,
-    rescaled_slo,
-    slo_from_profile,
-)
+from tools.conformance._edge_check import MAX_LAG_S, probe_factors, rescaled_slo, slo_from_profile
+from tools.conformance._edge_claims import ATTAINMENT, REQUESTS
 from tools.conformance._suite import DRAIN_GAUGES, TRIAL_SEED
 
 #: Rates, times the edge predicted with the probe: from a clear pass to a clear miss.

@@ -31,7 +31,7 @@ from bench._forecast_scores import (
     score,
 )
 from tools.conformance import _commands as cmd
-from tools.conformance._edge_check import measured_edge
+from tools.conformance._edge_claims import measured_edge
 
 BEGIN, END = "<!-- backtest:begin -->", "<!-- backtest:end -->"
 

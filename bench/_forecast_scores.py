@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tools.conformance._edge_check import measured_edge, meets_range
+from tools.conformance._edge_claims import measured_edge, meets_range
 
 #: What the probe-calibrated forecast of vLLM's server is held to (docs/benchmarks.md).
 COVERAGE_MIN = 0.8

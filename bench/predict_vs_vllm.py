@@ -56,12 +56,8 @@ from bench._backtest_report import (  # noqa: E402 - after the path
 )
 from bench.predict_vs_trial import backtest_target  # noqa: E402 - after the path
 from tools.conformance import _commands as cmd  # noqa: E402 - after the path
-from tools.conformance._edge_check import (  # noqa: E402 - after the path
-    ATTAINMENT,
-    MAX_NUM_SEQS,
-    REQUESTS,
-    write_limits,
-)
+from tools.conformance._edge_check import MAX_NUM_SEQS, write_limits  # noqa: E402 - after the path
+from tools.conformance._edge_claims import ATTAINMENT, REQUESTS  # noqa: E402 - after the path
 from tools.conformance._model import build_model  # noqa: E402 - after the path
 from tools.conformance._server import SERVED_MODEL, running  # noqa: E402 - after the path
 from tools.conformance._suite import ENGINE_CONTRACT, IID  # noqa: E402 - after the path

@@ -1,4 +1,4 @@
-"""The conformance tier's prediction claims (tools/conformance/_edge_check.py): which are
+"""The conformance tier's prediction claims (tools/conformance/_edge_claims.py): which are
 asserted, which only recorded, and that an asserted one still fails when a trial refutes it.
 Checked on hand-made predictions and trial counts."""
 
@@ -19,7 +19,7 @@ BAND = {"pass_90": 3.0, "pass_50": 3.2, "pass_10": 3.4, "replications": 100}
 def edge(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.syspath_prepend(str(REPO))
     # the repo root is on sys.path only inside this fixture
-    import tools.conformance._edge_check as module
+    import tools.conformance._edge_claims as module
 
     return module
 

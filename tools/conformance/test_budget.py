@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from . import _commands as cmd
-from ._edge_check import MAX_NUM_SEQS, EdgeCheck, run_edge_check
+from ._edge_check import MAX_NUM_SEQS, run_edge_check
+from ._edge_claims import EdgeCheck
 from ._state import Conformance
 from ._suite import Suite, run_suite, write_transcript
 

@@ -11,7 +11,8 @@ import pytest
 from . import _browser as browser
 from . import _commands as cmd
 from ._checks import RefusalChecks, SuiteChecks, assert_check_verdict
-from ._edge_check import MAX_NUM_SEQS, EdgeCheck, run_edge_check, write_limits
+from ._edge_check import MAX_NUM_SEQS, run_edge_check, write_limits
+from ._edge_claims import EdgeCheck
 from ._installed import Wheels
 from ._installed_runs import (
     SHAPE,
