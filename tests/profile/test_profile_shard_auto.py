@@ -308,6 +308,10 @@ SIM = sim_config(None, **{"g1.mixed": {"preset": "h100-llama-3.1-8b"}})
 #: on one core, 8.7% and 0.6%. The H100 engine's decode fit differs from an H200's by 28%.
 PREFILL_TOLERANCE = 0.20
 DECODE_TOLERANCE = 0.15
+#: Prefill is compared from this length up (50 ms and more of real time at time scale 4): in a CI
+#: run with two test workers beside two busy loops the 2,048-token TTFT of one of the two runs
+#: moved by 29% while the longer lengths agreed within 1%.
+PREFILL_COMPARED_FROM = 8192
 
 
 def _prefill_s(profile: dict[str, Any], length: float) -> float:
@@ -322,10 +326,11 @@ def _decode_s(profile: dict[str, Any], n: float, ctx: float) -> float:
 
 def _differences(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[float], list[float]]:
     """The relative differences of ``a``'s fits from ``b``'s at ``b``'s measured points: prefill
-    lengths, then decode (concurrency, context) points."""
+    lengths from ``PREFILL_COMPARED_FROM``, then decode (concurrency, context) points."""
     prefill = [
         abs(_prefill_s(a, r["x"][0]) / _prefill_s(b, r["x"][0]) - 1)
         for r in b["prefill_fit"]["residuals"]
+        if r["x"][0] >= PREFILL_COMPARED_FROM
     ]
     decode = [
         abs(_decode_s(a, *r["x"]) / _decode_s(b, *r["x"]) - 1) for r in b["decode_fit"]["residuals"]
@@ -395,7 +400,7 @@ def test_indexed_job_shards_merge_into_the_one_process_profile(
         assert one_side[iid]["settings"]["shard"] is None
         assert _points(merged_side[iid]) == _points(one_side[iid])
         prefill, decode = _differences(merged[iid], one[iid])
-        assert max(prefill) <= PREFILL_TOLERANCE, (iid, prefill)
+        assert prefill and max(prefill) <= PREFILL_TOLERANCE, (iid, prefill)
         assert max(decode) <= DECODE_TOLERANCE, (iid, decode)
     _, other_engine = _differences(merged["g1.mixed"], one["g2.mixed"])
     assert min(other_engine) > DECODE_TOLERANCE, other_engine  # an H100 is not an H200
