@@ -88,7 +88,7 @@ def parse_cpu_stat(text: str, ticks_per_s: float) -> dict[int, dict[str, float]]
     """Per CPU, the seconds ``/proc/stat`` counts since boot in each of ``_STAT_FIELDS``."""
     out: dict[int, dict[str, float]] = {}
     for line in text.splitlines():
-        name, *fields = line.split()
+        name, *fields = line.split() or [""]
         if not name.startswith("cpu") or name == "cpu":
             continue
         values = [int(v) / ticks_per_s for v in fields[: len(_STAT_FIELDS)]]

@@ -5,8 +5,8 @@ From the variant's profile (its store and sidecar) and workload: a freshness pro
 engine (TTFT at most twice the fitted idle TTFT, TPOT at most 1.5 times the fitted single-stream
 TPOT, each times the probe's factor; 90 % attainment), ``predict --find-max-rate --calibrate
 PROBE`` for the band, then at each of ``FACTORS`` times its 0.5 crossing ``predict --rate`` (with
-the probe) and a trial of ``REQUESTS`` offers (``run``, with vLLM's drain gauges). The claims
-checked against those trials are ``_edge_claims``'.
+the probe) and a trial of ``REQUESTS`` offers (``run``, with vLLM's drain gauges).
+``_edge_claims`` holds what is claimed and checked against those trials.
 
 Beside each trial it records what the machine's CPUs did meanwhile (``_cpus.host_load``: seconds
 busy and stolen per CPU), so that a trial the host slowed can be told from a wrong prediction;
