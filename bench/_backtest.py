@@ -4,8 +4,9 @@ freshness probe, predictions with and without it, and a trial at every rate.
 Per variant (a running engine, described by a ``Target``): ``narwhal-profile`` once. Per shape:
 ``prepare`` its workload; ``narwhal-profile --verify`` (the probe) right before the shape's
 predictions; the SLO from the profile (``slo_from_profile``: TTFT at most twice the fitted idle
-TTFT, TPOT at most 1.5 times the fitted single-stream TPOT, 90 %), put where the probe found the
-engine (``rescaled_slo``); ``predict --find-max-rate`` with the probe, whose 0.5 crossing is the
+TTFT, TPOT at most 1.5 times the fitted single-stream TPOT, 90 %), put where the prediction
+believes the probe found the engine (``rescaled_slo``, the factors raised to the default probe
+weight); ``predict --find-max-rate`` with the probe, whose 0.5 crossing is the
 edge, and without it; at each factor of the edge ``predict --rate`` with and without
 ``--calibrate PROBE``; then one trial of ``REQUESTS`` offers per rate, lowest first.
 
@@ -30,6 +31,8 @@ from tools.conformance import _commands as cmd
 from tools.conformance._edge_check import MAX_LAG_S, probe_factors, rescaled_slo, slo_from_profile
 from tools.conformance._edge_claims import ATTAINMENT, REQUESTS
 from tools.conformance._suite import DRAIN_GAUGES, TRIAL_SEED
+
+from narwhal_trial import DEFAULT_PROBE_WEIGHT
 
 #: Rates, times the edge predicted with the probe: from a clear pass to a clear miss.
 FACTORS = (0.5, 0.7, 0.9, 1.0, 1.1, 1.3, 1.5)
@@ -148,7 +151,7 @@ def measure_shape(target: Target, shape: Shape, factors: Sequence[float], say: S
     prefill, decode = probe_factors(probe)
     profile = cmd.read_json(target.store)["profiles"][0]
     base_slo = slo_from_profile(profile, shape.input_tokens, shape.output_tokens)
-    ttft, tpot = rescaled_slo(*base_slo, prefill, decode)
+    ttft, tpot = rescaled_slo(*base_slo, *probe_factors(probe, DEFAULT_PROBE_WEIGHT))
     plan["probe"] = {"exit": done.returncode, "prefill": prefill, "decode": decode}
     plan["slo_profile"] = {"ttft_s": str(base_slo[0]), "tpot_s": str(base_slo[1])}
     plan["ttft_s"], plan["tpot_s"] = str(ttft), str(tpot)

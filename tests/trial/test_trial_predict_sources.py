@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 import statistics
 from fractions import Fraction
@@ -210,6 +211,29 @@ def test_equal_probe_factors_scale_every_prefill_level(tmp_path: Path) -> None:
         for d in spread.decode:
             level = plain.decode_level(d.concurrency, d.ctx)
             assert one.decode_level(d.concurrency, d.ctx) == pytest.approx(0.9 * level)
+
+
+def test_a_probes_weight_shrinks_its_factor_and_the_unseen_drift_spreads_it(
+    tmp_path: Path,
+) -> None:
+    """Probe factors all 1.6 at weight 0.25: the speed at the centre is 1.6 ** 0.25 on both
+    sides; drawn, it is that times a log-normal drift whose log spread is the side's own (0.06
+    for the decode, none for the prefill here)."""
+    spread = _engine(tmp_path)
+    probed = dataclasses.replace(
+        spread,
+        probe_prefill=(1.6,) * 5,
+        probe_decode=(1.6,) * 5,
+        probe_weight=0.25,
+        unseen_sd=(0.0, 0.06),
+    )
+    centre = EngineReplica(probed, random.Random(0), frozenset())
+    assert (centre.prefill_speed, centre.decode_speed) == (1.6**0.25, 1.6**0.25)
+    drawn = [EngineReplica(probed, random.Random(seed)) for seed in range(400)]
+    assert {r.prefill_speed for r in drawn} == {1.6**0.25}
+    logs = [math.log(r.decode_speed / 1.6**0.25) for r in drawn]
+    assert abs(statistics.mean(logs)) < 0.01
+    assert 0.05 < statistics.stdev(logs) < 0.07
 
 
 def test_trial_sampling_is_the_exact_binomial_width() -> None:

@@ -3,7 +3,8 @@
 From the variant's profile (its store and sidecar) and workload: a freshness probe of the engine
 (``narwhal-profile --verify``), an SLO set from the profile and put where the probe found the
 engine (TTFT at most twice the fitted idle TTFT, TPOT at most 1.5 times the fitted single-stream
-TPOT, each times the probe's factor; 90 % attainment), ``predict --find-max-rate --calibrate
+TPOT, each times the probe's factor as the prediction believes it: raised to ``predict``'s default
+probe weight; 90 % attainment), ``predict --find-max-rate --calibrate
 PROBE`` for the band, then at each of ``FACTORS`` times its 0.5 crossing ``predict --rate`` (with
 the probe) and a trial of ``REQUESTS`` offers (``run``, with vLLM's drain gauges).
 ``_edge_claims`` holds what is claimed and checked against those trials.
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from narwhal_fit import tpot_batch_context_s, ttft_quadratic_s
+from narwhal_trial import DEFAULT_PROBE_WEIGHT
 
 from . import _commands as cmd
 from ._cpus import cpu_seconds, host_load
@@ -114,10 +116,10 @@ def run_probe(suite: Suite, folder: Path, name: str = "probe.json") -> tuple[Pat
     return out, done
 
 
-def probe_factors(probe: Path) -> tuple[float, float]:
-    """The probe's prefill and decode factors of the one engine."""
+def probe_factors(probe: Path, weight: float = 1.0) -> tuple[float, float]:
+    """The probe's prefill and decode factors of the one engine, raised to ``weight``."""
     engine = cmd.read_json(probe)["engines"]["vllm-0"]
-    return engine["prefill"]["factor"], engine["decode"]["factor"]
+    return engine["prefill"]["factor"] ** weight, engine["decode"]["factor"] ** weight
 
 
 def run_edge_check(suite: Suite, folder: Path, factors: tuple[float, ...] = FACTORS) -> EdgeCheck:
@@ -125,11 +127,11 @@ def run_edge_check(suite: Suite, folder: Path, factors: tuple[float, ...] = FACT
     (``factors`` times the predicted edge); keep every command.
 
     The SLO moves with the engine: drawn from the profile's speed, it is put at the same place
-    relative to the engine as the probe found it (a CI run's engine, 10-25 % slower than its
-    profile, otherwise met the TPOT bound at no rate: no edge to check)."""
+    relative to the engine as the prediction believes the probe (a CI run's engine, 10-25 %
+    slower than its profile, otherwise met the TPOT bound at no rate: no edge to check)."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     probe, probed = run_probe(suite, folder)
-    ttft, tpot = rescaled_slo(*slo(suite), *probe_factors(probe))
+    ttft, tpot = rescaled_slo(*slo(suite), *probe_factors(probe, DEFAULT_PROBE_WEIGHT))
     limits = write_limits(suite.root)
     calibrated = ("--calibrate", str(probe))
     found = _predict(suite, limits, ttft, tpot, "--find-max-rate", *calibrated)

@@ -21,6 +21,7 @@ from narwhal_store import ProbeDocument
 from narwhal_trial import (
     FleetModel,
     OutsideDomainError,
+    ProbeTrust,
     TrialRun,
     predict_rate,
     probe_model,
@@ -80,7 +81,7 @@ def speed_model(model: FleetModel, probes: dict[Path, ProbeDocument]) -> tuple[F
             f"each engine's speed from its profile sweep's history: probe {path}{newest} has no "
             f"engine {', '.join(missing)}, so predict --calibrate would refuse it"
         )
-    return probe_model(model, probe, monte_carlo=True), (
+    return probe_model(model, probe, monte_carlo=True, trust=ProbeTrust()), (
         f"each engine's speed from the freshness probe {path}{newest}, ended "
         f"{probe.created_at}, as predict --calibrate gives it"
     )

@@ -4,14 +4,14 @@
 ``run_trial`` drains the fleet, warms it up and offers every request at ``t0 + n / rate``, recording
 schedule misses instead of sending late; ``run_checks`` and ``reconcile`` are the runbook's checks
 before and after; ``read_run`` reads a finished run folder back through its models; ``predict``
-(``load_model``, ``predict_rate``, ``find_max_rate``; ``probe_model`` draws each engine's speed
-from a freshness probe) foretells a trial's attainment and its highest passing rate from the
-profiles in virtual time, contacting nothing; ``read_edge``
-reads the folder of an ``edge`` search (the measured capacity search: ``edge.json`` and a run
-folder per trial); ``compare_sides`` judges two deployments' runs, edges and profiles against
-each other (``Comparison``). ``ServerDoc`` (``server.json``) and ``ServerView`` (the summary's
-``server``) are the server's own view of a run: its ``/metrics`` deltas and spans against the
-client's records. The command is ``narwhal-trial`` (``narwhal_trial.cli``).
+(``load_model``, ``predict_rate``, ``find_max_rate``; ``probe_model`` draws each engine's speed from
+a freshness probe, as far as ``ProbeTrust`` believes it) foretells a trial's attainment and its
+highest passing rate from the profiles in virtual time, contacting nothing; ``read_edge`` reads the
+folder of an ``edge`` search (the measured capacity search: ``edge.json`` and a run folder per
+trial); ``compare_sides`` judges two deployments' runs, edges and profiles against each other
+(``Comparison``). ``ServerDoc`` (``server.json``) and ``ServerView`` (the summary's ``server``) are
+the server's own view of a run: its ``/metrics`` deltas and spans against the client's records. The
+command is ``narwhal-trial`` (``narwhal_trial.cli``).
 """
 
 from narwhal_trial._access import DEFAULT_API_KEY_ENV, ApiKeyEnv
@@ -82,7 +82,7 @@ from narwhal_trial.predictor._predict import (
     load_model,
     predict,
 )
-from narwhal_trial.predictor._probe_speed import probe_model
+from narwhal_trial.predictor._probe_speed import DEFAULT_PROBE_WEIGHT, ProbeTrust, probe_model
 from narwhal_trial.predictor._profile_domain import CheckItem
 from narwhal_trial.predictor._rates import find_max_rate, predict_rate
 from narwhal_trial.predictor._vtime import EngineModel, TrialShape, simulate
@@ -106,6 +106,7 @@ from narwhal_trial.workload._schedule import due_offsets_ns
 __all__ = [
     "DEFAULT_API_KEY_ENV",
     "DEFAULT_GAUGES",
+    "DEFAULT_PROBE_WEIGHT",
     "DEFAULT_REPLICATIONS",
     "DRAIN_PRESETS",
     "STATUSES",
@@ -141,6 +142,7 @@ __all__ = [
     "PredictRequest",
     "Prediction",
     "PrepareError",
+    "ProbeTrust",
     "ProportionVerdict",
     "QuantileInterval",
     "RatePair",

@@ -126,6 +126,18 @@ class PredictOptions:
             "--apply-calibration.",
         ),
     ] = None
+    probe_weight: Annotated[
+        float | None,
+        typer.Option(
+            "--probe-weight",
+            min=0.0,
+            max=1.0,
+            help="With --calibrate PROBE: how much of the probe's drift to believe, as the "
+            "power its factors are raised to (1: whole; 0: none, the profile's speed). "
+            "Default 0.25: on vLLM's CPU server the trials after a probe ran nearer the profile "
+            "than the probe said, and a quarter of its factor was the least wrong.",
+        ),
+    ] = None
     apply_calibration: Annotated[
         bool,
         typer.Option(
@@ -188,6 +200,7 @@ class PredictOptions:
             seed=self.seed,
             calibrate=self.calibrate,
             apply_calibration=self.apply_calibration,
+            probe_weight=self.probe_weight,
             frontend=self.frontend,
             workload=facts,
             speedup=self.speedup,

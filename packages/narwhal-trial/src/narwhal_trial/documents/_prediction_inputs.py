@@ -70,6 +70,18 @@ class ProbeUse(AliasedDoc):
     probe: str = Field(description="the probe document (narwhal.probe)")
     created_at: str = Field(description="when the probe ended")
     threshold: float = Field(description="the probe's drift threshold")
+    weight: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="the power each factor was raised to (1: taken whole, as before it was kept)",
+    )
+    unseen_prefill_sd: float = Field(
+        0.0, ge=0.0, description="relative spread of the prefill speed the probe did not see"
+    )
+    unseen_decode_sd: float = Field(
+        0.0, ge=0.0, description="relative spread of the decode speed the probe did not see"
+    )
     prefill: dict[str, ProbeFactor | None] = Field(
         description="per engine: its prefill speed (null: not probed, the sweep's own speed)"
     )

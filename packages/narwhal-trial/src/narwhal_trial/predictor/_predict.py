@@ -25,7 +25,13 @@ from narwhal_trial.documents._prediction_inputs import CalibrationDoc, Inputs
 from narwhal_trial.predictor._calibrate import calibrate
 from narwhal_trial.predictor._capacity import throughput_bound
 from narwhal_trial.predictor._model import FleetModel, OutsideDomainError, TrialTarget, fleet_model
-from narwhal_trial.predictor._probe_speed import is_probe, probe_model, probe_use, read_probe
+from narwhal_trial.predictor._probe_speed import (
+    ProbeTrust,
+    is_probe,
+    probe_model,
+    probe_use,
+    read_probe,
+)
 from narwhal_trial.predictor._profile_domain import accepted_profile
 from narwhal_trial.predictor._rates import find_max_rate, predict_rate
 from narwhal_trial.predictor._sustainable import sustainable_rate
@@ -68,6 +74,8 @@ class PredictRequest:
     ``_predict_workload.workload_shape``)"""
     speedup: float | None = None
     """a scheduled shape's time axis divided by it (None: 1, its own pace); refused otherwise"""
+    probe_weight: float | None = None
+    """``--calibrate PROBE`` only: the power its factors are raised to (None: ``ProbeTrust``'s)"""
 
     @property
     def pace(self) -> float | None:
@@ -157,9 +165,17 @@ def predict(req: PredictRequest) -> Prediction:
         )
     if req.apply_calibration and req.calibrate is None:
         raise TrialUsageError("--apply-calibration needs --calibrate RUN (the run it corrects by)")
+    probed = req.calibrate is not None and is_probe(req.calibrate)
+    if req.probe_weight is not None and not probed:
+        raise TrialUsageError(
+            f"--probe-weight {req.probe_weight:g} is for --calibrate PROBE (a probe file), "
+            f"got {'no --calibrate' if req.calibrate is None else f'run {req.calibrate}'}"
+        )
+    if req.probe_weight is not None and not 0.0 <= req.probe_weight <= 1.0:
+        raise TrialUsageError(f"--probe-weight must be 0 to 1, got {req.probe_weight:g}")
     model, inputs = load_model(req)
     calibration = probe = None
-    if req.calibrate is not None and is_probe(req.calibrate):
+    if req.calibrate is not None and probed:
         if req.apply_calibration:
             raise TrialUsageError(
                 f"--apply-calibration is for --calibrate RUN; {req.calibrate} is a file (a "
@@ -167,8 +183,9 @@ def predict(req: PredictRequest) -> Prediction:
             )
         iids = [m.iid for m in model.engines]
         found_probe = read_probe(req.calibrate, inputs.profiles_sha256, iids)
-        model = probe_model(model, found_probe, monte_carlo=req.replications > 1)
-        probe = probe_use(req.calibrate, found_probe, iids)
+        trust = ProbeTrust() if req.probe_weight is None else ProbeTrust(weight=req.probe_weight)
+        model = probe_model(model, found_probe, monte_carlo=req.replications > 1, trust=trust)
+        probe = probe_use(req.calibrate, found_probe, iids, trust)
     elif req.calibrate is not None:
         model, found = calibrate(
             model,

@@ -28,7 +28,8 @@ request keeps its draw across rates.
 
 A freshness probe may have measured the engine today against its profile
 (``EngineSpread.probe_prefill``, ``probe_decode``: one factor per repeat): that side's speed is
-then the median of a bootstrap resample of the probe's factors instead of a moment of the sweep.
+then the median of a bootstrap resample of the probe's factors, raised to ``probe_weight``, times
+a log-normal drift the probe did not see (``unseen_sd``), instead of a moment of the sweep.
 
 The sources of spread (``Source``) can vary one at a time (``vary``): ``engine_speed`` (the speed
 draw), ``fits_bootstrap`` (the levels' and noise pools' resampling) and ``request_noise`` (the
@@ -103,6 +104,10 @@ class EngineSpread:
     speed: tuple[float, ...] = ()
     probe_prefill: tuple[float, ...] = ()
     probe_decode: tuple[float, ...] = ()
+    #: the power the probe's factors are raised to (1: taken whole)
+    probe_weight: float = 1.0
+    #: (prefill, decode): the relative spread of the speed the probe did not see
+    unseen_sd: tuple[float, float] = (0.0, 0.0)
 
 
 def _centred(groups: Iterable[list[float]]) -> list[float]:
@@ -224,6 +229,13 @@ def _median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
 
+def _probed(rng: random.Random, factors: Sequence[float], weight: float, sd: float) -> float:
+    """One replication's speed from a probe's factors: a bootstrap median raised to ``weight``,
+    times a log-normal drift of relative spread ``sd`` (drawn only when there is one)."""
+    drift = math.exp(rng.gauss(0.0, sd)) if sd > 0 else 1.0
+    return float(_median_of_resample(rng, factors) ** weight) * drift
+
+
 class EngineReplica:
     """One replication's resampled levels and sorted noise pools of one engine, and the look-ups
     the virtual fleet makes: the nearest profiled point, in log length, log concurrency and log
@@ -248,15 +260,16 @@ class EngineReplica:
             self._ttft_noise = sorted(spread.ttft_noise_s)
             self._tpot_noise = sorted(spread.tpot_noise_s)
         pre, dec = spread.probe_prefill, spread.probe_decode
+        w, (pre_sd, dec_sd) = spread.probe_weight, spread.unseen_sd
         if "engine_speed" in vary:
             history = spread.speed if not (pre and dec) else ()
             self.speed = history[rng.randrange(len(history))] if history else 1.0
-            self.prefill_speed = _median_of_resample(rng, pre) if pre else self.speed
-            self.decode_speed = _median_of_resample(rng, dec) if dec else self.speed
+            self.prefill_speed = _probed(rng, pre, w, pre_sd) if pre else self.speed
+            self.decode_speed = _probed(rng, dec, w, dec_sd) if dec else self.speed
         else:
             self.speed = 1.0
-            self.prefill_speed = _median(pre) if pre else 1.0
-            self.decode_speed = _median(dec) if dec else 1.0
+            self.prefill_speed = _median(pre) ** w if pre else 1.0
+            self.decode_speed = _median(dec) ** w if dec else 1.0
         self._lengths = [math.log(p.length) for p in spread.prefill]
         self._prefill = [level * self.prefill_speed for level in prefill]
         self._decode = [
