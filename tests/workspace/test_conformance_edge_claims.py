@@ -52,9 +52,9 @@ def test_a_slow_patch_at_half_the_edge_is_recorded_not_asserted(edge: ModuleType
         "low_range_informative": True,
         "high_predicted_miss": True,
         "high_measured_miss": True,
-        "edge_meets_band": True,  # measured 3.2-3.52 against the band 3.0-3.4
     }
-    assert {"low_range_holds"} == edge.RECORDED_ONLY
+    assert claims["edge_meets_band"] is True  # measured 3.2-3.52 against the band 3.0-3.4
+    assert {"low_range_holds", "edge_meets_band"} == edge.RECORDED_ONLY
     assert check.figures()["claims"] == claims  # results.json keeps every claim
     assert check.figures()["probe_after"] is None
     check.probe_after = (1.02, 0.97)
@@ -72,7 +72,7 @@ def test_an_asserted_claim_still_fails_when_the_trial_refutes_it(edge: ModuleTyp
     below_band = _check(edge, low_good=60, high_good=0)
     below_band.rates[1] = _rate(edge, 2.88, 50, 0.95, 1.0, 1.0)  # misses below pass_90, 3.0
     assert below_band.measured_edge() == (1.6, 2.88)
-    assert below_band.asserted_claims()["edge_meets_band"] is False
+    assert below_band.claims()["edge_meets_band"] is False
 
 
 def test_the_brief_names_every_rate_and_the_failed_claim(edge: ModuleType) -> None:

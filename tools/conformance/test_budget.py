@@ -83,7 +83,7 @@ def test_predictions_use_the_budget_the_mixing_and_the_probe(edge_check: EdgeChe
 def test_probe_calibrated_predictions_can_be_wrong_and_are_not(edge_check: EdgeCheck) -> None:
     """As on the default server: at 0.5 times the predicted edge an informative range (at most
     0.3 wide); at 1.5 times it a predicted (pass probability at most 0.1) and a measured miss;
-    the measured edge meets the predicted 0.9-0.1 band; whether the range holds the measured
-    attainment is recorded, not asserted (``EdgeCheck.asserted_claims``)."""
+    whether the range holds the measured attainment and whether the measured edge lies inside
+    the predicted 0.9-0.1 band are recorded, not asserted (``EdgeCheck.asserted_claims``)."""
     claims = edge_check.asserted_claims()
     assert all(claims.values()), edge_check.brief()
