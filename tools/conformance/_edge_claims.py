@@ -43,7 +43,7 @@ ATTAINMENT = "0.9"
 #: Claims recorded in results.json but not asserted (docs/conformance.md, "The probe against the
 #: trials", "A quarter of the probe"): slow patches of the host that no profile or probe saw
 #: doubled a few requests' TPOT at half the edge, where the range is one point wide; a profile
-#: whose mixing fit came out at no cost (302 % mean error) put the band six times too high.
+#: whose mixing fit came out at no cost (302 % mean error) put the band above every rate tried.
 RECORDED_ONLY = frozenset({"low_range_holds", "edge_meets_band"})
 
 

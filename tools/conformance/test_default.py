@@ -209,7 +209,8 @@ def test_probe_calibrated_predictions_can_be_wrong_and_are_not(edge_check: EdgeC
     95 % interval (a slow patch of the host twice doubled a few requests' TPOT there, where the
     range was [1.000, 1.000]), and whether the measured edge (highest passing rate, lowest missing
     one) lies inside the predicted band from the 0.9 to the 0.1 crossing (a profile whose mixing
-    fit came out at no cost put the band six times too high). The figures are in results.json."""
+    fit came out at no cost put the band above every rate tried). The figures are in
+    results.json."""
     claims = edge_check.asserted_claims()
     assert all(claims.values()), edge_check.brief()
 
