@@ -32,8 +32,6 @@ from tools.conformance._edge_check import MAX_LAG_S, probe_factors, rescaled_slo
 from tools.conformance._edge_claims import ATTAINMENT, REQUESTS
 from tools.conformance._suite import DRAIN_GAUGES, TRIAL_SEED
 
-from narwhal_trial import DEFAULT_PROBE_WEIGHT
-
 #: Rates, times the edge predicted with the probe: from a clear pass to a clear miss.
 FACTORS = (0.5, 0.7, 0.9, 1.0, 1.1, 1.3, 1.5)
 #: ``--quick``'s rates.
@@ -151,7 +149,7 @@ def measure_shape(target: Target, shape: Shape, factors: Sequence[float], say: S
     prefill, decode = probe_factors(probe)
     profile = cmd.read_json(target.store)["profiles"][0]
     base_slo = slo_from_profile(profile, shape.input_tokens, shape.output_tokens)
-    ttft, tpot = rescaled_slo(*base_slo, *probe_factors(probe, DEFAULT_PROBE_WEIGHT))
+    ttft, tpot = rescaled_slo(*base_slo, prefill, decode)
     plan["probe"] = {"exit": done.returncode, "prefill": prefill, "decode": decode}
     plan["slo_profile"] = {"ttft_s": str(base_slo[0]), "tpot_s": str(base_slo[1])}
     plan["ttft_s"], plan["tpot_s"] = str(ttft), str(tpot)

@@ -81,3 +81,19 @@ def test_the_brief_names_every_rate_and_the_failed_claim(edge: ModuleType) -> No
     assert "1.6/s: 55/60 [0.82, 0.96], predicted [1.000, 1.000], pass probability 1.00" in brief
     assert "band 3.00 / 3.20 / 3.40 req/s" in brief
     assert brief.count("/s:") == len(edge.FACTORS)
+
+
+def test_the_slo_moves_by_the_probe_as_predict_believes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check's SLO times the probe's factors raised to predict's default weight (a quarter
+    of their log); weight 1 takes them whole."""
+    monkeypatch.syspath_prepend(str(REPO))
+    from tools.conformance._edge_check import rescaled_slo
+
+    assert rescaled_slo(Decimal("0.1"), Decimal("0.01"), 1.6, 0.81) == (
+        Decimal("0.1125"),
+        Decimal("0.00949"),
+    )
+    assert rescaled_slo(Decimal("0.1"), Decimal("0.01"), 1.6, 0.81, weight=1.0) == (
+        Decimal("0.1600"),
+        Decimal("0.00810"),
+    )

@@ -55,10 +55,18 @@ def slo_from_profile(
 
 
 def rescaled_slo(
-    ttft: Decimal, tpot: Decimal, prefill: float, decode: float
+    ttft: Decimal,
+    tpot: Decimal,
+    prefill: float,
+    decode: float,
+    weight: float = DEFAULT_PROBE_WEIGHT,
 ) -> tuple[Decimal, Decimal]:
-    """The SLO times the engine's prefill and decode factors (the engine as it runs now)."""
-    return Decimal(f"{float(ttft) * prefill:.4f}"), Decimal(f"{float(tpot) * decode:.5f}")
+    """The SLO times the engine's prefill and decode factors raised to ``weight`` (the engine as
+    ``predict --calibrate PROBE`` believes it runs now; 1: as the probe found it)."""
+    return (
+        Decimal(f"{float(ttft) * prefill**weight:.4f}"),
+        Decimal(f"{float(tpot) * decode**weight:.5f}"),
+    )
 
 
 def slo(suite: Suite) -> tuple[Decimal, Decimal]:
@@ -116,10 +124,10 @@ def run_probe(suite: Suite, folder: Path, name: str = "probe.json") -> tuple[Pat
     return out, done
 
 
-def probe_factors(probe: Path, weight: float = 1.0) -> tuple[float, float]:
-    """The probe's prefill and decode factors of the one engine, raised to ``weight``."""
+def probe_factors(probe: Path) -> tuple[float, float]:
+    """The probe's prefill and decode factors of the one engine."""
     engine = cmd.read_json(probe)["engines"]["vllm-0"]
-    return engine["prefill"]["factor"] ** weight, engine["decode"]["factor"] ** weight
+    return engine["prefill"]["factor"], engine["decode"]["factor"]
 
 
 def run_edge_check(suite: Suite, folder: Path, factors: tuple[float, ...] = FACTORS) -> EdgeCheck:
@@ -131,7 +139,7 @@ def run_edge_check(suite: Suite, folder: Path, factors: tuple[float, ...] = FACT
     slower than its profile, otherwise met the TPOT bound at no rate: no edge to check)."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     probe, probed = run_probe(suite, folder)
-    ttft, tpot = rescaled_slo(*slo(suite), *probe_factors(probe, DEFAULT_PROBE_WEIGHT))
+    ttft, tpot = rescaled_slo(*slo(suite), *probe_factors(probe))
     limits = write_limits(suite.root)
     calibrated = ("--calibrate", str(probe))
     found = _predict(suite, limits, ttft, tpot, "--find-max-rate", *calibrated)
