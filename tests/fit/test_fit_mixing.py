@@ -11,6 +11,7 @@ from narwhal_fit import (
     FORMS,
     MIXING_FLOOR_S,
     MIXING_FORM,
+    MIXING_RELATIVE_FLOOR,
     MIXING_WEIGHTS,
     FitError,
     InsufficientDataError,
@@ -19,6 +20,7 @@ from narwhal_fit import (
     StreamTimes,
     fit_mixing,
     load_fit,
+    mixing_floor_s,
     mixing_loss,
     prefill_chunks,
     prefill_work_s,
@@ -184,9 +186,9 @@ def test_points_without_lengths_have_no_length_domain() -> None:
     assert MixingFit.from_dict(fit.to_dict()) == fit
 
 
-def test_losses_at_or_below_zero_are_weighted_by_the_floor() -> None:
-    """A loss <= 0 (noise) is fitted with weight 1/MIXING_FLOOR_S and its relative error divides
-    by the floor; the document still reads back."""
+def test_losses_below_the_floor_are_weighted_by_it() -> None:
+    """A loss below a tenth of the largest (noise, zero or negative) is fitted with weight
+    1/floor and its relative error divides by the floor; the document reads back."""
     points = [
         MixingPoint(0.01, 1, -0.0004),
         MixingPoint(0.05, 1, 0.05),
@@ -194,11 +196,79 @@ def test_losses_at_or_below_zero_are_weighted_by_the_floor() -> None:
         MixingPoint(0.1, 1, 0.0),
     ]
     fit = fit_mixing(points)
+    floor = mixing_floor_s([p.loss_s for p in points])
+    assert floor == pytest.approx(MIXING_RELATIVE_FLOOR * 0.2)
     for point, residual in zip(points, fit.residuals, strict=True):
-        divisor = max(point.loss_s, MIXING_FLOOR_S)
+        divisor = max(point.loss_s, floor)
         assert residual.rel_error == pytest.approx(abs(residual.predicted - point.loss_s) / divisor)
         assert residual.observed == point.loss_s
     assert load_fit(fit.to_dict()) == fit
+    assert mixing_floor_s([0.002, -0.001]) == MIXING_FLOOR_S  # never below 1 ms
+
+
+# A mixing fit measured on vLLM's CPU server beside other work: the short prefill's two points
+# lost 14 ms and -9 ms (noise), the long one's 115 ms and 109 ms, against 10 ms and 109 ms of
+# on-device work. Weighted by 1/max(y, 1 ms) the point below zero weighed 1,000 and the fit came
+# out at share 0, step 0 (302 % mean error).
+_NOISY_VLLM = [
+    MixingPoint(0.010, 1, 0.014),
+    MixingPoint(0.109, 1, 0.115),
+    MixingPoint(0.010, 1, -0.009),
+    MixingPoint(0.109, 1, 0.109),
+]
+
+
+def test_a_point_below_zero_does_not_pull_the_fit_to_no_cost() -> None:
+    """The fit of the noisy points keeps a real share (the long prefill's loss is its work): the
+    point below zero weighs as much as the smallest real loss, not a thousand times the largest.
+    Its mean error (66 %) still tells how noisy the points were."""
+    fit = fit_mixing(_NOISY_VLLM)
+    assert 0.5 < fit.coefficients["share"] < 1.1
+    assert fit.predict(0.109, 1) == pytest.approx(0.112, rel=0.5)
+    assert 0.5 < fit.mean_rel_error < 1.0
+    assert MixingFit.from_dict(fit.to_dict()) == fit
+
+
+def _first_version(points: Sequence[MixingPoint]) -> dict[str, object]:
+    """A document as fit_version 1 wrote it: fitted and scored with the 1 ms floor alone."""
+    import numpy as np
+
+    from narwhal_fit._residuals import solve_relative, summarize
+
+    design = np.array([[p.work_s, p.chunks] for p in points], dtype=np.float64)
+    y = np.array([p.loss_s for p in points], dtype=np.float64)
+    xs = [(p.chunks, p.work_s) for p in points]
+    coefficients, residuals = solve_relative(
+        design, y, ("share", "step_s"), xs, floor=MIXING_FLOOR_S
+    )
+    mean, worst, worst_point = summarize(residuals)
+    fit = MixingFit(
+        coefficients=coefficients,
+        domain={"chunks": [1], "work_s_min": 0.010, "work_s_max": 0.109},
+        residuals=residuals,
+        mean_rel_error=mean,
+        worst_rel_error=worst,
+        worst_point=worst_point,
+    )
+    doc = fit.to_dict()
+    doc["fit_version"] = 1
+    doc["weights"] = "1/max(y,0.001)"
+    return doc
+
+
+def test_a_first_version_document_reads_as_it_was_written() -> None:
+    """Stores written before the relative floor keep their fits: fit_version 1 is read with the
+    1 ms floor (here the fit at no cost that floor made), version 2 with the relative one, and a
+    version-1 document claiming the new weights is refused."""
+    doc = _first_version(_NOISY_VLLM)
+    fit = MixingFit.from_dict(doc)
+    assert fit.coefficients == {"share": 0.0, "step_s": 0.0}
+    assert fit.mean_rel_error == pytest.approx(3.0)  # the 302 % of the run, near enough
+    assert fit.to_dict()["fit_version"] == 2
+    with pytest.raises(FitError, match="weights"):
+        MixingFit.from_dict({**doc, "weights": MIXING_WEIGHTS})
+    with pytest.raises(FitError, match="rel_error"):
+        MixingFit.from_dict({**doc, "fit_version": 2, "weights": MIXING_WEIGHTS})
 
 
 def test_fit_needs_two_distinct_points() -> None:

@@ -9,7 +9,8 @@ coefficients, solved by NNLS:
   decode cohort points built with :func:`decode_window` and :func:`cohort_tpot`.
 * ``mixing-share-step-v1`` (:func:`fit_mixing`): ``loss_s = share*work_s + step_s*chunks``, the
   decode time one prefill costs running streams, on mixing points whose loss
-  :func:`mixing_loss` measures (weights ``1/max(y, MIXING_FLOOR_S)``: a loss may be <= 0).
+  :func:`mixing_loss` measures (weights ``1/max(y, floor)``, the floor a tenth of the largest
+  loss and at least ``MIXING_FLOOR_S``: a loss may be <= 0; :func:`mixing_floor_s`).
 
 Fits round-trip through plain dicts (``to_dict``/``from_dict``/:func:`load_fit`). Depends on
 numpy and scipy only; scipy is imported at the first fit, not with the package.
@@ -35,10 +36,12 @@ from narwhal_fit._mixing import (
     MIXING_COEFFICIENTS,
     MIXING_FLOOR_S,
     MIXING_FORM,
+    MIXING_RELATIVE_FLOOR,
     MIXING_WEIGHTS,
     MixingFit,
     MixingPoint,
     fit_mixing,
+    mixing_floor_s,
     mixing_loss_s,
     prefill_chunks,
     prefill_work_s,
@@ -74,6 +77,7 @@ __all__ = [
     "MIXING_COEFFICIENTS",
     "MIXING_FLOOR_S",
     "MIXING_FORM",
+    "MIXING_RELATIVE_FLOOR",
     "MIXING_WEIGHTS",
     "PREFILL_COEFFICIENTS",
     "PREFILL_FORM",
@@ -103,6 +107,7 @@ __all__ = [
     "gate_prefill",
     "load_fit",
     "median_by_length",
+    "mixing_floor_s",
     "mixing_loss",
     "mixing_loss_s",
     "prefill_chunks",

@@ -14,9 +14,14 @@ prefills beside its decodes has ``share < 1``.
 The loss is measured by :func:`~narwhal_fit.mixing_loss` (in ``_mixing_loss``) on the token times
 of streams into which prefills were injected (a mixing point, ``narwhal-profile --mixing``) and
 fitted by :func:`fit_mixing`.
-A measured loss may be zero or slightly negative (noise on an engine that barely slows down), so
-the fit weights each point by ``1 / max(loss_s, MIXING_FLOOR_S)`` instead of ``1 / loss_s``, and
-the residuals' relative errors divide by the same.
+A measured loss may be zero or negative (noise on an engine that barely slows down, or a host
+that slowed the streams' quiet stretches more than the prefills did), so the fit weights each point
+by ``1 / max(loss_s, floor)`` instead of ``1 / loss_s``, and the residuals' relative errors divide
+by the same. The floor is a tenth of the largest loss the points measured
+(:data:`MIXING_RELATIVE_FLOOR`), never below :data:`MIXING_FLOOR_S`: a point near or below zero
+then weighs about as much as the smallest real loss, not a thousand times the largest (with the
+floor at 1 ms alone, one point at -9 ms pulled a fit on vLLM to share 0, step 0, 302 % mean
+error). Documents of ``fit_version`` 1 were fitted with the 1 ms floor alone and read as written.
 """
 
 from __future__ import annotations
@@ -50,10 +55,12 @@ __all__ = [
     "MIXING_COEFFICIENTS",
     "MIXING_FLOOR_S",
     "MIXING_FORM",
+    "MIXING_RELATIVE_FLOOR",
     "MIXING_WEIGHTS",
     "MixingFit",
     "MixingPoint",
     "fit_mixing",
+    "mixing_floor_s",
     "mixing_loss_s",
     "prefill_chunks",
     "prefill_work_s",
@@ -66,14 +73,42 @@ MIXING_COEFFICIENTS: Final = ("share", "step_s")
 """Its coefficients: share (of the prefill's on-device time, no unit) and step_s (s per chunk)."""
 
 MIXING_FLOOR_S: Final = 1e-3
-"""The smallest loss (seconds) a point is weighted by: a loss at or below it (noise around zero)
-counts as this much, so it neither divides by zero nor outweighs every other point."""
+"""The smallest floor (seconds) a point is weighted by, whatever the points measured."""
 
-MIXING_WEIGHTS: Final = "1/max(y,0.001)"
-"""Weighting a mixing fit document records: each residual divided by ``max(observed, floor)``."""
+MIXING_RELATIVE_FLOOR: Final = 0.1
+"""The floor as a share of the largest loss the points measured: a loss below it (noise around
+zero, or below zero) counts as this much, so it neither divides by zero nor outweighs the rest."""
 
-FIT_VERSION: Final = 1
+MIXING_WEIGHTS: Final = "1/max(y,0.1*max(y),0.001)"
+"""Weighting a mixing fit document records: each residual divided by ``max(observed, floor)``
+with the floor of :func:`mixing_floor_s` over the document's observed losses."""
+
+FIT_VERSION: Final = 2
+_FIRST_WEIGHTS: Final = "1/max(y,0.001)"
+"""What ``fit_version`` 1 recorded: the floor was :data:`MIXING_FLOOR_S` alone."""
 _X_NAMES: Final = ["chunks", "work_s"]
+
+
+def mixing_floor_s(losses: Sequence[float]) -> float:
+    """The floor (s) points with these measured losses are weighted by: a tenth of the largest,
+    at least :data:`MIXING_FLOOR_S`."""
+    return max(MIXING_FLOOR_S, MIXING_RELATIVE_FLOOR * max(losses, default=0.0))
+
+
+def _stored_floor(d: Mapping[str, Any]) -> float:
+    """The floor a version-2 document's residuals were weighted by (its finite observed losses;
+    a malformed residual is named by :func:`read_residuals` afterwards)."""
+    raw = d.get("residuals")
+    observed = (
+        [r.get("observed") for r in raw if isinstance(r, Mapping)] if isinstance(raw, list) else []
+    )
+    return mixing_floor_s(
+        [
+            float(o)
+            for o in observed
+            if isinstance(o, int | float) and not isinstance(o, bool) and math.isfinite(o)
+        ]
+    )
 
 
 def prefill_chunks(length: int, budget: int | None) -> int:
@@ -119,7 +154,10 @@ class MixingFit:
     ``coefficients`` is ``{"share", "step_s"}`` (no unit, seconds per chunk). ``domain`` is
     ``{"chunks": [...], "work_s_min", "work_s_max"}`` plus ``"prefill_lens"`` and ``"input_lens"``
     when the points carried them. ``residuals`` hold one entry per point with
-    ``x = (chunks, work_s)``; their ``rel_error`` divides by ``max(observed, MIXING_FLOOR_S)``.
+    ``x = (chunks, work_s)``; their ``rel_error`` divides by ``max(observed, floor)`` with the
+    floor of :func:`mixing_floor_s` over the observed losses (:data:`MIXING_FLOOR_S` alone for a
+    document of ``fit_version`` 1, which :meth:`from_dict` reads as written; :meth:`to_dict`
+    writes version 2).
     """
 
     form: ClassVar[str] = MIXING_FORM
@@ -159,16 +197,18 @@ class MixingFit:
     def from_dict(cls, d: Mapping[str, Any]) -> MixingFit:
         """Read a document written by :meth:`to_dict`; a malformed one raises :class:`FitError`."""
         where = "mixing fit"
+        first = isinstance(d, Mapping) and d.get("fit_version") == 1
         coefficients = read_header(
             d,
             where,
             form=MIXING_FORM,
-            fit_version=FIT_VERSION,
+            fit_version=1 if first else FIT_VERSION,
             x_names=_X_NAMES,
             coefficients=MIXING_COEFFICIENTS,
-            weights=MIXING_WEIGHTS,
+            weights=_FIRST_WEIGHTS if first else MIXING_WEIGHTS,
         )
-        residuals = read_residuals(d, where, arity=2, floor=MIXING_FLOOR_S)
+        floor = MIXING_FLOOR_S if first else _stored_floor(d)
+        residuals = read_residuals(d, where, arity=2, floor=floor)
         for i, r in enumerate(residuals):
             get_number(r.x[1], f"{where}.residuals[{i}].x[1]", minimum=0.0)
         raw_domain = get_mapping(d, "domain", where)
@@ -243,12 +283,13 @@ def fit_mixing(points: Sequence[MixingPoint]) -> MixingFit:
     """Fit ``mixing-share-step-v1`` to mixing points.
 
     Least squares on relative error with share, step_s >= 0 (NNLS, deterministic), each point
-    weighted by ``1 / max(loss_s, MIXING_FLOOR_S)``: a loss at or below the floor (zero or
-    negative: noise around an engine that barely slows down) counts as the floor, so it is kept
-    but cannot divide by zero. Points keep their given order in the residuals; repeats are
-    allowed. Needs at least two points with distinct ``(work_s, chunks)``; every ``work_s`` must
-    be finite and >= 0, every ``chunks`` an integer >= 1 and every ``loss_s`` finite, otherwise
-    :class:`InsufficientDataError` names the value.
+    weighted by ``1 / max(loss_s, floor)`` with the floor of :func:`mixing_floor_s` (a tenth of
+    the largest loss, at least 1 ms): a loss below the floor (zero or negative: noise around an
+    engine that barely slows down) counts as the floor, so it is kept but can neither divide by
+    zero nor outweigh the points that measured a real loss. Points keep their given order in the
+    residuals; repeats are allowed. Needs at least two points with distinct ``(work_s, chunks)``;
+    every ``work_s`` must be finite and >= 0, every ``chunks`` an integer >= 1 and every
+    ``loss_s`` finite, otherwise :class:`InsufficientDataError` names the value.
     """
     works: list[float] = []
     chunks: list[int] = []
@@ -279,7 +320,7 @@ def fit_mixing(points: Sequence[MixingPoint]) -> MixingFit:
     design = np.column_stack([w, c])
     xs = list(zip(chunks, works, strict=True))
     coefficients, residuals = solve_relative(
-        design, y, MIXING_COEFFICIENTS, xs, floor=MIXING_FLOOR_S
+        design, y, MIXING_COEFFICIENTS, xs, floor=mixing_floor_s(ys)
     )
     mean, worst, worst_point = summarize(residuals)
     kept = {key: values for key, values in lens.items() if len(values) == len(ys)}
