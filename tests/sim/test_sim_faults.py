@@ -168,3 +168,23 @@ async def test_noise_spreads_step_times(fleet: SimFleet) -> None:
         fleet.set_faults("e0", noise=0.5)
         noisy = {round(await busy_of_one(client, 10 + k), 9) for k in range(3)}
     assert len(quiet) == 1 and len(noisy) == 3
+
+
+async def test_decode_drag_slows_the_steps_without_a_prefill_chunk(fleet: SimFleet) -> None:
+    """decode_drag_s adds its seconds to each step that decodes without a prefill chunk: a request
+    of five tokens (one prefill step, four decode steps) keeps the device busy 4 x 10 ms longer;
+    a value outside [0, 1] s is refused, naming the fault."""
+
+    async def busy_of_one(client: EngineClient, k: int) -> float:
+        before = fleet.state("e0")["device_busy_s"]
+        body = completion_body(model="m", prompt=list(range(700, 800)), max_tokens=5)
+        assert (await client.stream_completion(body, request_id=f"drag-{k}")).ok
+        return float(fleet.state("e0")["device_busy_s"]) - before
+
+    async with EngineClient(fleet.urls["e0"]) as client:
+        quiet = await busy_of_one(client, 0)
+        fleet.set_faults("e0", decode_drag_s=0.01)
+        dragged = await busy_of_one(client, 1)
+    assert dragged - quiet == pytest.approx(4 * 0.01, abs=1e-9)
+    with pytest.raises(SimConfigError, match=r"decode_drag_s: expected seconds in \[0, 1\]"):
+        fleet.set_faults("e0", decode_drag_s=2)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from narwhal_store import LimitsFile, read_store
-from narwhal_trial.predictor._engine_settings import ASSUMED_MIXING, scheduling
+from narwhal_trial.predictor._engine_settings import ASSUMED_MIXING, MIXING_MEAN_LIMIT, scheduling
 from narwhal_trial.predictor._model import TrialTarget
 from narwhal_trial.predictor._predict import PredictRequest, predict
 from narwhal_trial.predictor._vtime import EngineModel, TrialShape, simulate
@@ -153,3 +153,34 @@ def test_prediction_says_which_mixing_model_it_used(tmp_path: Path) -> None:
         "profile, from the engine",
     )
     assert doc.inputs.max_num_batched_tokens is None
+
+
+def test_a_mixing_fit_off_by_more_than_half_is_refused(tmp_path: Path) -> None:
+    """The fit a point measured below zero once pulled to no cost (302 % mean error on vLLM) is
+    not used: the prediction falls back to vLLM's chunked prefill and the detail warns, naming
+    the fit and its error; a fit at the limit is still used."""
+    fleet = _fleet(tmp_path)
+    broken = {
+        **_MIXING,
+        "coefficients": {"share": 0.0, "step_s": 0.0},
+        "mean_rel_error": 3.02,
+        "worst_rel_error": 9.0,
+    }
+    store = write_profiles(
+        fleet, [128, 1024], [128], profile_extra={"scheduler": _SCHEDULER, "mixing_fit": broken}
+    )
+    s = scheduling("e", read_store(store).store.profiles[0], None, None)
+    assert (s.mixing, s.mixing_share, s.mixing_step_s) == ("assumed", 1.0, 0.0)
+    assert s.mixing_detail.startswith("assumed, WARNING: the profile's mixing fit is refused")
+    assert "0.00 of a prefill's on-device time" in s.mixing_detail
+    assert "mean error 302.0%" in s.mixing_detail and "over 50%" in s.mixing_detail
+    (tmp_path / "limit").mkdir()
+    at_limit = {**broken, "mean_rel_error": MIXING_MEAN_LIMIT, "worst_rel_error": 0.9}
+    store = write_profiles(
+        _fleet(tmp_path / "limit"),
+        [128, 1024],
+        [128],
+        profile_extra={"scheduler": _SCHEDULER, "mixing_fit": at_limit},
+    )
+    s = scheduling("e", read_store(store).store.profiles[0], None, None)
+    assert (s.mixing, s.mixing_share) == ("measured", 0.0)

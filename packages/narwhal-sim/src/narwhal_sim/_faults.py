@@ -40,6 +40,10 @@ class Faults:
     drop_idle_after_s: float | None = None
     # with an OTLP traces endpoint: every Nth request finishing after this is set exports no span
     span_drop_every: int | None = None
+    # every step that decodes without a prefill chunk takes this many simulated seconds longer:
+    # host work that slows the quiet decode stretches and spares the prefills, so a short prefill's
+    # measured mixing loss comes out below zero (seen on vLLM's CPU server beside other work)
+    decode_drag_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able view (``GET /_sim/state``)."""
@@ -90,6 +94,10 @@ def _check(key: str, value: Any) -> Any:
             raise SimConfigError(
                 f"fault noise: expected a relative sigma in [0, 10], got {value!r}"
             )
+        return float(value)
+    if key == "decode_drag_s":
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise SimConfigError(f"fault {key}: expected seconds in [0, 1], got {value!r}")
         return float(value)
     if key == "drop_idle_after_s":
         if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:

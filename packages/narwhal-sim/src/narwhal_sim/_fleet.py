@@ -66,6 +66,13 @@ def _device_noise(engines: list[SimEngine]) -> Callable[[], float]:
     return noise
 
 
+def _device_drag(engines: list[SimEngine]) -> Callable[[], float]:
+    def drag() -> float:
+        return max((e.faults.decode_drag_s or 0.0) for e in engines)
+
+    return drag
+
+
 async def start_runtime(
     settings: list[EngineSettings],
     *,
@@ -87,6 +94,7 @@ async def start_runtime(
         engines.append(SimEngine(s, device, seed=seed))
     for device in devices.values():
         device.noise = _device_noise([e for e in engines if e.device is device])
+        device.drag = _device_drag([e for e in engines if e.device is device])
         device.start()
     runtime = SimFleetRuntime(engines, devices)
     try:

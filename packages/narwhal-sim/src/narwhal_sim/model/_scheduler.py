@@ -264,6 +264,8 @@ class Device:
         self.time_scale = time_scale
         self.slowdown = slowdown
         self.noise: Callable[[], float] = lambda: 0.0
+        # simulated seconds added to a step that decodes without a prefill chunk (decode_drag_s)
+        self.drag: Callable[[], float] = lambda: 0.0
         self._rng = random.Random(f"{seed}:{name}")
         self._waiter: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -336,6 +338,8 @@ class Device:
                 self._timeline = until if until is not None and until <= woke else woke
                 continue
             cost = sum(p.cost for p in plans)
+            if not any(p.chunks for p in plans):
+                cost += self.drag()
             duration = cost * self._jitter([p.engine for p in plans]) * self.slowdown / scale
             end = start + duration
             self.busy_s += duration * scale

@@ -25,7 +25,8 @@ class EngineSettings(AliasedDoc):
     max_num_seqs_source: str
     mixing: Literal["measured", "assumed"] = Field(
         description="measured: the profile's mixing fit; assumed: vLLM's chunked prefill (one "
-        "shared step, the prefill chunks' whole cost on the decodes)"
+        "shared step, the prefill chunks' whole cost on the decodes), when the profile has no "
+        "mixing fit or its mean error is over 50 % (the detail then says so)"
     )
     mixing_share: float = Field(description="of the prefill chunks' cost on a mixed step")
     mixing_step_s: float = Field(description="added to a step holding decodes and chunks")

@@ -6,8 +6,10 @@ its ``--limits`` file), then what the frontend publishes of its workers (``--fro
 Dynamo's ``dynamo_frontend_model_*`` gauges), then the profile (read from the engine, or from the
 limits file given when it was measured), then the predictor's default (vLLM's chunked prefill
 with a budget of 8,192 tokens, no cap on running sequences). The mixing is the profile's measured
-fit when it has one, else vLLM's chunked prefill: one shared step, the prefill chunks' whole cost
-on the decodes.
+fit when it has one whose mean error is at most :data:`MIXING_MEAN_LIMIT`, else vLLM's chunked
+prefill: one shared step, the prefill chunks' whole cost on the decodes. A fit over the limit is
+refused with a warning in its detail: it describes its own points worse than by half, and one
+that came out at no cost would let every prefill run beside the decodes for free.
 """
 
 from __future__ import annotations
@@ -19,10 +21,15 @@ from narwhal_trial.documents._frontend import FrontendScheduler
 from narwhal_trial.documents._prediction import EngineSettings
 from narwhal_trial.predictor._vtime import DEFAULT_MAX_NUM_BATCHED_TOKENS
 
+CHUNKED_PREFILL = "vLLM's chunked prefill: decodes and prefill chunks share one step"
 ASSUMED_MIXING = (
     "assumed: the profile has no mixing points (narwhal-profile --mixing measures them), so "
-    "vLLM's chunked prefill: decodes and prefill chunks share one step"
+    f"{CHUNKED_PREFILL}"
 )
+MIXING_MEAN_LIMIT = 0.5
+"""The largest mean relative error of a profile's mixing fit the predictor uses. Fits on vLLM's
+CPU server came out at 5-7 %; the one refused by it (a point measured below zero pulled it to no
+cost at all) at 302 %."""
 
 
 def _first(*candidates: tuple[Any, str]) -> tuple[Any, str]:
@@ -58,11 +65,17 @@ def _mixing(profile: Profile) -> tuple[bool, float, float, str]:
         )
         if part
     )
-    detail = (
-        f"measured: {share:.2f} of a prefill's on-device time and {step_s * 1e3:.2f} ms per mixed "
-        f"step land on the running decodes ({evidence or 'the profile'})"
+    model = (
+        f"{share:.2f} of a prefill's on-device time and {step_s * 1e3:.2f} ms per mixed step land "
+        f"on the running decodes ({evidence or 'the profile'})"
     )
-    return True, share, step_s, detail
+    if isinstance(error, int | float) and error > MIXING_MEAN_LIMIT:
+        refused = (
+            f"assumed, WARNING: the profile's mixing fit is refused, its mean error is over "
+            f"{MIXING_MEAN_LIMIT:.0%} ({model}); so {CHUNKED_PREFILL}"
+        )
+        return False, 1.0, 0.0, refused
+    return True, share, step_s, f"measured: {model}"
 
 
 def scheduling(
