@@ -154,19 +154,24 @@ def test_bad_fault_rejected(fleet: SimFleet) -> None:
         fleet.set_faults("e0", http_error={"status": 418, "rate": 1})
 
 
+async def _busy_of_one(
+    fleet: SimFleet, client: EngineClient, request_id: str, max_tokens: int
+) -> float:
+    """Simulated seconds e0's device spent on one 100-token request of ``max_tokens`` tokens."""
+    before = fleet.state("e0")["device_busy_s"]
+    body = completion_body(model="m", prompt=list(range(700, 800)), max_tokens=max_tokens)
+    assert (await client.stream_completion(body, request_id=request_id)).ok
+    return float(fleet.state("e0")["device_busy_s"]) - before
+
+
 async def test_noise_spreads_step_times(fleet: SimFleet) -> None:
     """With noise the device's step durations (simulated busy time) vary between requests."""
-
-    async def busy_of_one(client: EngineClient, k: int) -> float:
-        before = fleet.state("e0")["device_busy_s"]
-        body = completion_body(model="m", prompt=list(range(700, 800)), max_tokens=1)
-        assert (await client.stream_completion(body, request_id=f"noise-{k}")).ok
-        return float(fleet.state("e0")["device_busy_s"]) - before
-
     async with EngineClient(fleet.urls["e0"]) as client:
-        quiet = {round(await busy_of_one(client, k), 9) for k in range(3)}
+        quiet = {round(await _busy_of_one(fleet, client, f"noise-{k}", 1), 9) for k in range(3)}
         fleet.set_faults("e0", noise=0.5)
-        noisy = {round(await busy_of_one(client, 10 + k), 9) for k in range(3)}
+        noisy = {
+            round(await _busy_of_one(fleet, client, f"noise-{10 + k}", 1), 9) for k in range(3)
+        }
     assert len(quiet) == 1 and len(noisy) == 3
 
 
@@ -174,17 +179,10 @@ async def test_decode_drag_slows_the_steps_without_a_prefill_chunk(fleet: SimFle
     """decode_drag_s adds its seconds to each step that decodes without a prefill chunk: a request
     of five tokens (one prefill step, four decode steps) keeps the device busy 4 x 10 ms longer;
     a value outside [0, 1] s is refused, naming the fault."""
-
-    async def busy_of_one(client: EngineClient, k: int) -> float:
-        before = fleet.state("e0")["device_busy_s"]
-        body = completion_body(model="m", prompt=list(range(700, 800)), max_tokens=5)
-        assert (await client.stream_completion(body, request_id=f"drag-{k}")).ok
-        return float(fleet.state("e0")["device_busy_s"]) - before
-
     async with EngineClient(fleet.urls["e0"]) as client:
-        quiet = await busy_of_one(client, 0)
+        quiet = await _busy_of_one(fleet, client, "drag-0", 5)
         fleet.set_faults("e0", decode_drag_s=0.01)
-        dragged = await busy_of_one(client, 1)
+        dragged = await _busy_of_one(fleet, client, "drag-1", 5)
     assert dragged - quiet == pytest.approx(4 * 0.01, abs=1e-9)
     with pytest.raises(SimConfigError, match=r"decode_drag_s: expected seconds in \[0, 1\]"):
         fleet.set_faults("e0", decode_drag_s=2)

@@ -21,6 +21,7 @@ import pytest
 from narwhal_fit import load_fit
 from narwhal_sim.testing import start_sim_fleet
 from narwhal_store import read_store
+from narwhal_trial import Prediction
 from narwhal_trial.predictor._engine_settings import MIXING_MEAN_LIMIT
 
 from .conftest import REPO, Cli
@@ -67,10 +68,12 @@ def test_a_fit_pulled_below_zero_is_refused_and_predict_says_so(cli: Cli, tmp_pa
     shown = cli(
         "predict", "--fleet", str(fleet.fleet_path), "--profiles", str(store),
         "--input-tokens", "2048", "--output-tokens", "32", "--requests", "20", "--ttft", "1",
-        "--tpot", "0.1", "--attainment", "0.9", "--rate", "1", "--replications", "1",
+        "--tpot", "0.1", "--attainment", "0.9", "--rate", "1", "--replications", "1", "--json",
     )  # fmt: skip
     assert shown.returncode in (0, 2), shown.stderr
-    (line,) = [s for s in shown.stdout.splitlines() if s.strip().startswith("e0: mixing")]
-    assert "mixing assumed, WARNING: the profile's mixing fit is refused" in line, line
-    assert f"mean error {fit.mean_rel_error:.1%}" in line, line
-    assert "vLLM's chunked prefill" in line, line
+    used = Prediction.model_validate_json(shown.stdout).inputs.engines["e0"]
+    assert (used.mixing, used.mixing_share, used.mixing_step_s) == ("assumed", 1.0, 0.0)
+    detail = used.mixing_detail
+    assert detail.startswith("assumed, WARNING: the profile's mixing fit is refused"), detail
+    assert f"mean error {fit.mean_rel_error:.1%}" in detail, detail
+    assert "vLLM's chunked prefill" in detail, detail
